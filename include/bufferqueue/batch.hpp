@@ -1,0 +1,59 @@
+// bufferqueue: the batch a consumer receives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace bufferqueue {
+
+/// A read-only, contiguous, random-access view of the items one `consume()` delivered, all from
+/// one partition and in that partition's order.
+///
+/// Lifetime: the items stay valid until the next `consume()` (or `try_consume()`) on the same
+/// consumer begins, or until that consumer is closed or destroyed - also under auto-commit and
+/// while other groups make the partition recycle segments: the consumer keeps the storage behind
+/// its latest batch alive. Copying a batch copies the view, not the items. Copy items out to keep
+/// them longer.
+///
+/// Thread-safety: reading a batch from several threads at once is safe. Never allocates.
+template <class T>
+class batch {
+public:
+    using value_type = T;
+    using size_type = std::size_t;
+    using difference_type = std::ptrdiff_t;
+    using reference = const T&;
+    using const_reference = const T&;
+    using pointer = const T*;
+    using const_pointer = const T*;
+    using iterator = const T*;
+    using const_iterator = const T*;
+
+    /// An empty batch.
+    batch() = default;
+
+    /// A batch over `items` read from `partition`; made by consumers.
+    batch(std::span<const T> items, std::size_t partition) noexcept : items_(items), partition_(partition) {}
+
+    size_type size() const noexcept { return items_.size(); }
+    bool empty() const noexcept { return items_.empty(); }
+    const_iterator begin() const noexcept { return items_.data(); }
+    const_iterator end() const noexcept { return items_.data() + items_.size(); }
+    const T* data() const noexcept { return items_.data(); }
+    const T& operator[](size_type index) const noexcept { return items_[index]; }
+    const T& front() const noexcept { return items_.front(); }
+    const T& back() const noexcept { return items_.back(); }
+
+    /// The items as a span.
+    std::span<const T> items() const noexcept { return items_; }
+
+    /// The partition the items come from.
+    std::size_t partition() const noexcept { return partition_; }
+
+private:
+    std::span<const T> items_{};
+    std::size_t partition_ = 0;
+};
+
+}  // namespace bufferqueue

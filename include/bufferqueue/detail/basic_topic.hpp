@@ -1,0 +1,381 @@
+// Internal: the typed topic - routing, bounded admission and consumer groups over storage partitions.
+#pragma once
+
+#include "bufferqueue/detail/capacity_gate.hpp"
+#include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/shared_consumer.hpp"
+#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/detail/type_name.hpp"
+#include "bufferqueue/storage.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <span>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// One partition of a topic: its storage and the consumers waiting on it.
+template <class Partition>
+struct partition_slot {
+    template <class... Arguments>
+    explicit partition_slot(Arguments&&... arguments) : storage(std::forward<Arguments>(arguments)...)
+    {
+    }
+
+    Partition storage;
+    partition_signal signal;
+};
+
+/// A typed topic over any `storage_partition`. Routing is per item: round-robin advances once per
+/// item (also inside a batch), a key selector sends equal keys to one partition in input order.
+/// A bounded topic admits a batch whole before routing it, so a failed admission neither
+/// advances round-robin selection nor holds capacity. Thread-safe.
+template <class T, class Partition>
+class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
+    static_assert(storage_partition<Partition, T>);
+
+public:
+    using slot_type = partition_slot<Partition>;
+
+    struct settings {
+        std::string name;
+        key_selector<T> partition_key;
+        std::optional<std::size_t> bounded_capacity;
+        bufferqueue::full_mode full_mode = bufferqueue::full_mode::wait;
+        boost::asio::any_io_executor executor;
+    };
+
+    basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
+        : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
+          partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
+          executor_(std::move(configuration.executor)), slots_(std::move(slots))
+    {
+        if (configuration.bounded_capacity) {
+            gate_.emplace(*configuration.bounded_capacity);
+        }
+    }
+
+    ~basic_topic() override { close(); }
+
+    const std::string& name() const noexcept override { return name_; }
+    std::type_index item_type() const noexcept override { return typeid(T); }
+    const std::string& item_type_name() const noexcept override { return type_name_; }
+    std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
+    const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
+    const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
+    bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+    slot_type& slot(std::size_t partition) noexcept { return *slots_[partition]; }
+
+    void close() noexcept override
+    {
+        if (closed_.exchange(true, std::memory_order_acq_rel)) {
+            return;
+        }
+        if (gate_) {
+            gate_->close();
+        }
+        std::vector<std::weak_ptr<consumer_base<T>>> consumers;
+        {
+            std::lock_guard lock(groups_mutex_);
+            consumers.swap(consumers_);
+        }
+        for (const auto& weak : consumers) {
+            if (auto consumer = weak.lock()) {
+                consumer->close();
+            }
+        }
+    }
+
+    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) override
+    {
+        if (is_closed()) {
+            return produce_outcome::closed;
+        }
+        if (items.empty()) {
+            return produce_outcome::done;
+        }
+        if (gate_) {
+            const bool may_wait = allow_wait && full_mode_ == full_mode::wait;
+            if (items.size() > gate_->capacity() || !gate_->try_acquire(items.size())) {
+                return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
+            }
+        }
+        append_admitted(items, partitions);
+        return produce_outcome::done;
+    }
+
+    void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
+    {
+        auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation));
+        waiter->run();
+    }
+
+    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
+                                                                  std::size_t count) override
+    {
+        const std::size_t partitions = slots_.size();
+        if (count < 1 || count > partitions) {
+            throw error(errc::too_many_consumers,
+                        "topic '" + name_ + "' group '" + options.group + "': " + std::to_string(count) +
+                            " consumers requested, but the count must be between 1 and the topic's " +
+                            std::to_string(partitions) + " partitions");
+        }
+        std::lock_guard lock(groups_mutex_);
+        if (is_closed()) {
+            throw error(errc::closed, "topic '" + name_ + "' is closed");
+        }
+        if (groups_.contains(options.group)) {
+            throw error(errc::group_exists,
+                        "topic '" + name_ + "': consumer group '" + options.group + "' already exists");
+        }
+        std::vector<typename Partition::cursor*> cursors;
+        cursors.reserve(partitions);
+        for (std::size_t partition = 0; partition < partitions; ++partition) {
+            cursors.push_back(&slots_[partition]->storage.open_cursor(options.group));
+        }
+        groups_.insert(options.group);
+
+        std::vector<std::shared_ptr<consumer_base<T>>> created;
+        const std::size_t base_share = partitions / count;
+        const std::size_t larger_shares = partitions % count;
+        std::size_t next_partition = 0;
+        for (std::size_t consumer = 0; consumer < count; ++consumer) {
+            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
+            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
+            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
+                slot_type& slot = *slots_[next_partition];
+                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
+            }
+            created.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
+                                                                              std::move(assignments)));
+        }
+        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
+        consumers_.insert(consumers_.end(), created.begin(), created.end());
+        return created;
+    }
+
+    /// Gives back room that every group has committed past.
+    void release_capacity(std::size_t count) noexcept
+    {
+        if (gate_) {
+            gate_->release(count);
+        }
+    }
+
+    /// Items admitted and not yet committed by every group (bounded topics), for tests and metrics.
+    std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
+
+private:
+    // Routes and stores items whose room (if bounded) is already reserved.
+    void append_admitted(std::span<const T> items, const std::uint32_t* partitions)
+    {
+        std::size_t stored = 0;
+        try {
+            if (partitions != nullptr) {
+                append_by_key(items, partitions, stored);
+            } else {
+                append_round_robin(items, stored);
+            }
+        } catch (...) {
+            release_capacity(items.size() - stored);
+            throw;
+        }
+    }
+
+    void append_to(std::size_t partition, const item_source<T>& source, std::size_t& stored)
+    {
+        slot_type& slot = *slots_[partition];
+        std::size_t appended = 0;
+        try {
+            slot.storage.append(source, appended);
+        } catch (...) {
+            stored += appended;
+            if (appended != 0) {
+                slot.signal.notify();
+            }
+            throw;
+        }
+        stored += appended;
+        slot.signal.notify();
+    }
+
+    void append_round_robin(std::span<const T> items, std::size_t& stored)
+    {
+        const std::size_t partitions = slots_.size();
+        const std::uint64_t first = round_robin_.fetch_add(items.size(), std::memory_order_relaxed);
+        const std::size_t touched = std::min(partitions, items.size());
+        for (std::size_t step = 0; step < touched; ++step) {
+            const auto partition = static_cast<std::size_t>((first + step) % partitions);
+            const std::size_t count = (items.size() - step + partitions - 1) / partitions;
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr}, stored);
+        }
+    }
+
+    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored)
+    {
+        if (items.size() == 1) {
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr}, stored);
+            return;
+        }
+        // Counting sort of item indices by partition, in reusable per-thread buffers.
+        thread_local std::vector<std::uint32_t> order;
+        thread_local std::vector<std::size_t> starts;
+        const std::size_t partition_total = slots_.size();
+        starts.assign(partition_total + 1, 0);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            ++starts[partitions[i] + 1];
+        }
+        for (std::size_t partition = 0; partition < partition_total; ++partition) {
+            starts[partition + 1] += starts[partition];
+        }
+        order.resize(items.size());
+        {
+            thread_local std::vector<std::size_t> next;
+            next.assign(starts.begin(), starts.end() - 1);
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                order[next[partitions[i]]++] = static_cast<std::uint32_t>(i);
+            }
+        }
+        for (std::size_t partition = 0; partition < partition_total; ++partition) {
+            const std::size_t count = starts[partition + 1] - starts[partition];
+            if (count != 0) {
+                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition]},
+                          stored);
+            }
+        }
+    }
+
+    // A produce() in wait mode: admits its input in capacity-sized slices, each whole, in FIFO order
+    // with other waiting producers. Owns itself; deleted after it completes.
+    class produce_waiter final : public capacity_waiter {
+    public:
+        produce_waiter(std::shared_ptr<basic_topic> topic, std::unique_ptr<produce_operation<T>> operation)
+            : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation))
+        {
+        }
+
+        void run()
+        {
+            capacity_gate& gate = *topic_->gate_;
+            for (;;) {
+                if (topic_->is_closed()) {
+                    finish(boost::asio::error::operation_aborted);
+                    return;
+                }
+                const std::size_t remaining = operation_->items().size() - done_;
+                if (remaining == 0) {
+                    finish({});
+                    return;
+                }
+                set_requested(std::min(remaining, gate.capacity()));
+                if (!gate.acquire_or_enqueue(*this)) {
+                    return;  // granted() or aborted() continues
+                }
+                if (!store_slice()) {
+                    return;
+                }
+            }
+        }
+
+        void granted() noexcept override
+        {
+            boost::asio::post(operation_->completion().executor(), [this] {
+                if (topic_->is_closed()) {
+                    topic_->release_capacity(requested());
+                    finish(boost::asio::error::operation_aborted);
+                } else if (store_slice()) {
+                    run();
+                }
+            });
+        }
+
+        void aborted() noexcept override
+        {
+            boost::asio::post(operation_->completion().executor(),
+                              [this] { finish(boost::asio::error::operation_aborted); });
+        }
+
+    private:
+        // Stores the admitted slice; false when the operation finished with an error instead.
+        bool store_slice()
+        {
+            const std::size_t count = requested();
+            const std::uint32_t* partitions = operation_->partitions();
+            try {
+                topic_->append_admitted(operation_->items().subspan(done_, count),
+                                        partitions != nullptr ? partitions + done_ : nullptr);
+            } catch (...) {
+                finish(errc::invalid_argument);
+                return false;
+            }
+            done_ += count;
+            return true;
+        }
+
+        void finish(boost::system::error_code error)
+        {
+            operation_->completion().complete(error);
+            delete this;
+        }
+
+        std::shared_ptr<basic_topic> topic_;
+        std::unique_ptr<produce_operation<T>> operation_;
+        std::size_t done_ = 0;
+    };
+
+    const std::string name_;
+    const std::string type_name_;
+    const key_selector<T> partition_key_;
+    const bufferqueue::full_mode full_mode_;
+    const boost::asio::any_io_executor executor_;
+    const std::vector<std::unique_ptr<slot_type>> slots_;
+    std::optional<capacity_gate> gate_;
+
+    alignas(64) std::atomic<std::uint64_t> round_robin_{0};
+    alignas(64) std::atomic<bool> closed_{false};
+
+    std::mutex groups_mutex_;                                 // registration only, never on a data path
+    std::set<std::string, std::less<>> groups_;               // guarded by groups_mutex_
+    std::vector<std::weak_ptr<consumer_base<T>>> consumers_;  // guarded by groups_mutex_
+};
+
+template <class T, class Partition>
+const std::string& shared_consumer<T, Partition>::topic_name() const noexcept
+{
+    return topic_->name();
+}
+
+template <class T, class Partition>
+const boost::asio::any_io_executor& shared_consumer<T, Partition>::default_executor() const noexcept
+{
+    return topic_->executor();
+}
+
+template <class T, class Partition>
+bool shared_consumer<T, Partition>::is_closed() const noexcept
+{
+    return closed_.load(std::memory_order_acquire) || topic_->is_closed();
+}
+
+template <class T, class Partition>
+boost::system::error_code shared_consumer<T, Partition>::commit_position(std::size_t index, std::uint64_t next_offset)
+{
+    const assignment& each = assignments_[index];
+    try {
+        topic_->release_capacity(each.storage->commit(*each.cursor, next_offset));
+    } catch (const error& failure) {
+        return {failure.code().value(), error_category()};
+    }
+    return {};
+}
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,68 @@
+// Internal: wakes consumers suspended on an empty partition.
+#pragma once
+
+#include "bufferqueue/detail/spin_mutex.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// Something suspended until a partition receives data.
+class data_waiter {
+public:
+    /// Runs under the signal's lock: must be short, must not block, must not touch other signals.
+    virtual void data_arrived() noexcept = 0;
+
+protected:
+    ~data_waiter() = default;
+};
+
+/// The waiters of one partition. A producer pays one fence and one load when nobody waits.
+/// Lost wake-ups are impossible: a waiter registers (seq_cst) and then re-checks the partition,
+/// while a producer publishes and then (after a seq_cst fence) checks for waiters, so at least one
+/// of them sees the other. Thread-safe.
+class partition_signal {
+public:
+    void add(data_waiter& waiter)
+    {
+        std::lock_guard lock(mutex_);
+        waiters_.push_back(&waiter);
+        waiting_.fetch_add(1, std::memory_order_seq_cst);
+    }
+
+    void remove(data_waiter& waiter) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        const auto found = std::find(waiters_.begin(), waiters_.end(), &waiter);
+        if (found != waiters_.end()) {
+            waiters_.erase(found);
+            waiting_.fetch_sub(1, std::memory_order_seq_cst);
+        }
+    }
+
+    /// Call after publishing data: wakes (and unregisters) every waiter.
+    void notify() noexcept
+    {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        if (waiting_.load(std::memory_order_relaxed) == 0) {
+            return;
+        }
+        std::lock_guard lock(mutex_);
+        for (data_waiter* waiter : waiters_) {
+            waiter->data_arrived();
+        }
+        waiting_.fetch_sub(static_cast<std::uint32_t>(waiters_.size()), std::memory_order_seq_cst);
+        waiters_.clear();
+    }
+
+private:
+    alignas(64) std::atomic<std::uint32_t> waiting_{0};
+    spin_mutex mutex_;
+    std::vector<data_waiter*> waiters_;  // guarded by mutex_
+};
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,243 @@
+// Internal: the one pull-consumer implementation, shared by every storage backend.
+#pragma once
+
+#include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/storage.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+template <class T, class Partition>
+class basic_topic;
+
+/// A pull consumer: owns a fixed set of a group's partitions and scans them as a ring, so each
+/// readable partition gets one pull per rotation. An empty scan suspends the consume on every
+/// assigned partition's signal; the first append to any of them resumes it on the handler's
+/// executor. One operation at a time; the handle serializes nothing else.
+template <class T, class Partition>
+class shared_consumer final : public consumer_base<T>,
+                              private data_waiter,
+                              public std::enable_shared_from_this<shared_consumer<T, Partition>> {
+public:
+    struct assignment {
+        std::size_t partition;
+        Partition* storage;
+        partition_signal* signal;
+        typename Partition::cursor* cursor;
+    };
+
+    shared_consumer(std::shared_ptr<basic_topic<T, Partition>> topic, const pull_consumer_options& options,
+                    std::vector<assignment> assignments)
+        : topic_(std::move(topic)), group_(options.group), auto_commit_(options.auto_commit),
+          batch_size_(options.batch_size), assignments_(std::move(assignments))
+    {
+        for (const assignment& each : assignments_) {
+            partition_numbers_.push_back(each.partition);
+        }
+    }
+
+    ~shared_consumer() override { release_held_batch(); }
+
+    consume_attempt<T> begin_consume(bool will_wait) override
+    {
+        if (busy_.exchange(true, std::memory_order_acquire)) {
+            return {make_error_code(errc::operation_in_progress), {}};
+        }
+        if (is_closed()) {
+            busy_.store(false, std::memory_order_release);
+            return {make_error_code(errc::closed), {}};
+        }
+        release_held_batch();
+        boost::system::error_code error;
+        auto delivered = scan(error);
+        if (delivered || error || !will_wait) {
+            busy_.store(false, std::memory_order_release);
+            return {error, std::move(delivered)};
+        }
+        return {};
+    }
+
+    void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) override
+    {
+        for (;;) {
+            {
+                std::lock_guard lock(mutex_);
+                notified_ = false;
+            }
+            for (const assignment& each : assignments_) {
+                each.signal->add(*this);
+            }
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            bool retry = is_closed();
+            for (const assignment& each : assignments_) {
+                retry = retry || each.storage->has_data(*each.cursor);
+            }
+            if (!retry) {
+                std::lock_guard lock(mutex_);
+                if (!notified_ && !closed_.load(std::memory_order_relaxed)) {
+                    pending_ = std::move(completion);
+                    return;
+                }
+            }
+            unregister();
+            if (is_closed()) {
+                finish(std::move(completion), boost::asio::error::operation_aborted, {});
+                return;
+            }
+            boost::system::error_code error;
+            auto delivered = scan(error);
+            if (delivered || error) {
+                finish(std::move(completion), error, delivered.value_or(batch<T>()));
+                return;
+            }
+        }
+    }
+
+    boost::system::error_code commit() override
+    {
+        if (auto_commit_) {
+            return errc::auto_commit_enabled;
+        }
+        if (busy_.exchange(true, std::memory_order_acquire)) {
+            return errc::operation_in_progress;
+        }
+        boost::system::error_code result;
+        if (is_closed()) {
+            result = errc::closed;
+        } else if (!uncommitted_) {
+            result = errc::nothing_to_commit;
+        } else {
+            result = commit_position(last_assignment_, last_next_offset_);
+            if (!result) {
+                uncommitted_ = false;
+            }
+        }
+        busy_.store(false, std::memory_order_release);
+        return result;
+    }
+
+    void close() noexcept override
+    {
+        std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> aborted;
+        {
+            std::lock_guard lock(mutex_);
+            closed_.store(true, std::memory_order_release);
+            aborted = std::move(pending_);
+        }
+        if (aborted) {
+            unregister();
+            finish(std::move(aborted), boost::asio::error::operation_aborted, {});
+        }
+    }
+
+    const std::string& topic_name() const noexcept override;
+    const std::string& group_name() const noexcept override { return group_; }
+    const std::vector<std::size_t>& partitions() const noexcept override { return partition_numbers_; }
+    const boost::asio::any_io_executor& default_executor() const noexcept override;
+
+private:
+    bool is_closed() const noexcept;
+
+    void data_arrived() noexcept override
+    {
+        std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> resumed;
+        {
+            std::lock_guard lock(mutex_);
+            notified_ = true;
+            resumed = std::move(pending_);
+        }
+        if (resumed) {
+            const boost::asio::any_io_executor executor = resumed->executor();
+            boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
+                self->unregister();
+                self->wait(std::move(resumed));
+            });
+        }
+    }
+
+    void unregister() noexcept
+    {
+        for (const assignment& each : assignments_) {
+            each.signal->remove(*this);
+        }
+    }
+
+    void finish(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion,
+                boost::system::error_code error, batch<T> delivered)
+    {
+        busy_.store(false, std::memory_order_release);
+        completion->complete(error, delivered);
+    }
+
+    // One rotation over the assigned partitions, starting after the last one that delivered.
+    // A failed auto-commit sets `error` and hands out nothing.
+    std::optional<batch<T>> scan(boost::system::error_code& error)
+    {
+        const std::size_t count = assignments_.size();
+        for (std::size_t step = 0; step < count; ++step) {
+            const std::size_t index = (ring_position_ + step) % count;
+            const assignment& each = assignments_[index];
+            pull_result<T> pulled = each.storage->pull(*each.cursor, batch_size_);
+            if (pulled.items.empty()) {
+                continue;
+            }
+            ring_position_ = (index + 1) % count;
+            held_batch_ = index;
+            last_assignment_ = index;
+            last_next_offset_ = pulled.next_offset;
+            if (auto_commit_) {
+                error = commit_position(index, pulled.next_offset);
+                if (error) {
+                    release_held_batch();
+                    return std::nullopt;
+                }
+            } else {
+                uncommitted_ = true;
+            }
+            return batch<T>(pulled.items, each.partition);
+        }
+        return std::nullopt;
+    }
+
+    boost::system::error_code commit_position(std::size_t index, std::uint64_t next_offset);
+
+    void release_held_batch() noexcept
+    {
+        if (held_batch_ != no_batch) {
+            const assignment& each = assignments_[held_batch_];
+            each.storage->release_batch(*each.cursor);
+            held_batch_ = no_batch;
+        }
+    }
+
+    static constexpr std::size_t no_batch = static_cast<std::size_t>(-1);
+
+    const std::shared_ptr<basic_topic<T, Partition>> topic_;
+    const std::string group_;
+    const bool auto_commit_;
+    const std::size_t batch_size_;
+    const std::vector<assignment> assignments_;
+    std::vector<std::size_t> partition_numbers_;
+
+    // Owned by the operation in progress (busy_ hands it over between threads).
+    std::atomic<bool> busy_{false};
+    std::size_t ring_position_ = 0;
+    std::size_t held_batch_ = no_batch;
+    std::size_t last_assignment_ = 0;
+    std::uint64_t last_next_offset_ = 0;
+    bool uncommitted_ = false;
+
+    spin_mutex mutex_;
+    std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> pending_;  // guarded by mutex_
+    bool notified_ = false;                                                            // guarded by mutex_
+    std::atomic<bool> closed_{false};                                                  // written under mutex_
+};
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,117 @@
+// Internal: the type-erased faces of a typed topic that the registry and the handles use.
+#pragma once
+
+#include "bufferqueue/batch.hpp"
+#include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/options.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// A registry entry: any topic, whatever its item type.
+class topic_base {
+public:
+    topic_base(const topic_base&) = delete;
+    topic_base& operator=(const topic_base&) = delete;
+    virtual ~topic_base() = default;
+
+    virtual const std::string& name() const noexcept = 0;
+    virtual std::type_index item_type() const noexcept = 0;
+    virtual const std::string& item_type_name() const noexcept = 0;
+    /// Aborts waiting operations and rejects new ones. Idempotent, thread-safe.
+    virtual void close() noexcept = 0;
+
+protected:
+    topic_base() = default;
+};
+
+/// What a produce attempt that must not wait found.
+enum class produce_outcome {
+    done,       ///< every item is stored
+    no_room,    ///< a bounded topic lacks room now (nothing stored)
+    must_wait,  ///< wait mode: room must be waited for (nothing stored)
+    closed,     ///< the topic is closed (nothing stored)
+};
+
+/// A `produce()` that waits for room; owns what it produces. Completes once.
+template <class T>
+class produce_operation {
+public:
+    produce_operation(std::unique_ptr<pending_completion<boost::system::error_code>> completion,
+                      std::vector<T> owned_items, std::span<const T> items, std::vector<std::uint32_t> partitions)
+        : completion_(std::move(completion)), owned_items_(std::move(owned_items)),
+          items_(owned_items_.empty() ? items : std::span<const T>(owned_items_)), partitions_(std::move(partitions))
+    {
+    }
+
+    std::span<const T> items() const noexcept { return items_; }
+    const std::uint32_t* partitions() const noexcept { return partitions_.empty() ? nullptr : partitions_.data(); }
+    pending_completion<boost::system::error_code>& completion() noexcept { return *completion_; }
+
+private:
+    std::unique_ptr<pending_completion<boost::system::error_code>> completion_;
+    std::vector<T> owned_items_;
+    std::span<const T> items_;
+    std::vector<std::uint32_t> partitions_;
+};
+
+/// What `consume()` found without waiting.
+template <class T>
+struct consume_attempt {
+    boost::system::error_code error{};
+    std::optional<batch<T>> delivered{};
+};
+
+/// The shared pull consumer, seen through its storage-independent face.
+template <class T>
+class consumer_base {
+public:
+    consumer_base(const consumer_base&) = delete;
+    consumer_base& operator=(const consumer_base&) = delete;
+    virtual ~consumer_base() = default;
+
+    /// Starts a consume: fails, delivers a batch, or (when `will_wait`) leaves the consumer busy
+    /// for `wait`.
+    virtual consume_attempt<T> begin_consume(bool will_wait) = 0;
+    /// Suspends the started consume until data arrives or the consumer closes.
+    virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) = 0;
+    virtual boost::system::error_code commit() = 0;
+    virtual void close() noexcept = 0;
+    virtual const std::string& topic_name() const noexcept = 0;
+    virtual const std::string& group_name() const noexcept = 0;
+    virtual const std::vector<std::size_t>& partitions() const noexcept = 0;
+    virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
+
+protected:
+    consumer_base() = default;
+};
+
+/// A topic of items `T`, whatever its storage. Every member is thread-safe.
+template <class T>
+class topic : public topic_base {
+public:
+    virtual std::uint32_t partition_count() const noexcept = 0;
+    virtual const key_selector<T>& partition_key() const noexcept = 0;
+    virtual const boost::asio::any_io_executor& executor() const noexcept = 0;
+
+    /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null
+    /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`.
+    virtual produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions,
+                                        bool allow_wait) = 0;
+    /// Waits for room (wait mode) and stores the operation's items, then completes it.
+    virtual void produce_waiting(std::unique_ptr<produce_operation<T>> operation) = 0;
+
+    virtual std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
+                                                                          std::size_t count) = 0;
+};
+
+}  // namespace bufferqueue::detail

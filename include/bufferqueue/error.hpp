@@ -1,0 +1,64 @@
+// bufferqueue: error codes, their category, and the exception thrown for configuration mistakes.
+#pragma once
+
+#include <boost/system/error_code.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <string>
+#include <system_error>
+#include <type_traits>
+
+namespace bufferqueue {
+
+/// Every failure bufferqueue reports. Async completions carry one of these as a
+/// `boost::system::error_code`; configuration mistakes throw `bufferqueue::error`.
+/// Both codes compare equal to the enumerator: `ec == bufferqueue::errc::queue_full`.
+enum class errc : int {
+    queue_full = 1,          ///< a bounded topic in `full_mode::fail` has no room for the input
+    no_such_topic,           ///< no topic of that name is registered for the item type
+    topic_exists,            ///< the (item type, topic name) pair is already registered
+    type_mismatch,           ///< the topic name is registered, but for other item types
+    group_exists,            ///< the consumer group already exists on that topic
+    too_many_consumers,      ///< more consumers requested than the topic has partitions (or zero)
+    auto_commit_enabled,     ///< `commit()` called on an auto-commit consumer
+    nothing_to_commit,       ///< `commit()` called before any batch was delivered
+    invalid_argument,        ///< an option or an argument is out of range
+    closed,                  ///< the queue, topic or consumer is closed
+    operation_in_progress,   ///< a second `consume()`/`commit()` while one is still pending on the consumer
+    corrupt_data,            ///< persisted data or a checkpoint failed validation
+    io_error,                ///< the operating system reported an I/O failure (disk full, EIO, ...)
+};
+
+/// The category of `bufferqueue::errc`. Thread-safe; never allocates.
+const boost::system::error_category& error_category() noexcept;
+
+/// Makes a `boost::system::error_code` (convertible to `std::error_code`) from `e`.
+inline boost::system::error_code make_error_code(errc e) noexcept
+{
+    return {static_cast<int>(e), error_category()};
+}
+
+/// Thrown for configuration mistakes and by synchronous calls that cannot complete.
+/// `code()` compares equal to the `errc` enumerator; `what()` names the topic, group,
+/// file or option at fault. Awaited operations report failures as
+/// `boost::system::system_error` instead (that is what `use_awaitable` throws); its
+/// `code()` compares equal to the same enumerators.
+class error : public std::system_error {
+public:
+    /// Builds the exception; `message` should name what is at fault. Allocates.
+    error(errc code, const std::string& message) : std::system_error(std::error_code(make_error_code(code)), message)
+    {
+    }
+};
+
+}  // namespace bufferqueue
+
+namespace boost::system {
+template <>
+struct is_error_code_enum<bufferqueue::errc> : std::true_type {};
+}  // namespace boost::system
+
+namespace std {
+template <>
+struct is_error_code_enum<bufferqueue::errc> : true_type {};
+}  // namespace std

@@ -1,0 +1,50 @@
+// bufferqueue: options for topics and consumers.
+#pragma once
+
+#include "bufferqueue/partition_key.hpp"
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace bufferqueue {
+
+/// What producing into a full bounded memory topic does.
+enum class full_mode {
+    wait,  ///< `produce` waits asynchronously for room (the default)
+    fail,  ///< `produce` fails with `errc::queue_full`
+};
+
+/// Registration options of an in-memory topic of `T` (see `buffer_queue::add_topic`).
+/// Every field has a default; `name` must be set.
+template <class T>
+struct memory_topic_options {
+    /// Topic name, unique per item type. Must not be empty.
+    std::string name{};
+    /// Number of partitions, at least 1. Consumers per group cannot exceed it.
+    std::size_t partitions = 1;
+    /// Items per memory segment, at least 1. Batches never span segments, so a consumer batch is
+    /// at most this long.
+    std::size_t segment_size = 1024;
+    /// Topic-wide limit on items not yet committed by every group; empty means unbounded.
+    std::optional<std::size_t> bounded_capacity{};
+    /// Behaviour of `produce` when `bounded_capacity` is reached.
+    bufferqueue::full_mode full_mode = bufferqueue::full_mode::wait;
+    /// Optional key routing; round-robin when empty.
+    key_selector<T> partition_key{};
+};
+
+/// Options of a consumer group's pull consumers (see `buffer_queue::create_pull_consumers`).
+struct pull_consumer_options {
+    /// Name of the topic to read.
+    std::string topic{};
+    /// Consumer group: independent progress per group; must not be empty and must be new on the topic.
+    std::string group{};
+    /// true: a pull commits what it returns (at-most-once). false (default): progress advances only on
+    /// `commit()` and an uncommitted batch is delivered again (at-least-once).
+    bool auto_commit = false;
+    /// Upper bound of items per batch, at least 1.
+    std::size_t batch_size = 100;
+};
+
+}  // namespace bufferqueue

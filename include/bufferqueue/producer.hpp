@@ -1,0 +1,227 @@
+// bufferqueue: the producer handle of a topic.
+#pragma once
+
+#include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/error.hpp"
+
+#include <concepts>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ranges>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bufferqueue {
+
+/// The completion token `produce`, `consume` and `commit` use when none is given: they return a
+/// `boost::asio::awaitable` to `co_await`.
+using default_completion_token = boost::asio::use_awaitable_t<>;
+
+/// Produces items of `T` into one topic. A cheap copyable handle (one shared pointer); every
+/// member is thread-safe, so one producer may be shared by many threads. Items are copied into the
+/// topic; `T` must be copy-constructible.
+///
+/// Routing is per item: round-robin by default (advancing once per item, also inside a batch), or
+/// by the topic's `partition_key`. A batch is not assigned to one partition and gets no order
+/// across partitions; items routed to the same partition keep their input order.
+///
+/// Errors: `try_produce` throws `bufferqueue::error` (`errc::closed` once the queue is closed,
+/// `errc::invalid_argument` for a floating key that is not an integer) and whatever the key
+/// selector throws. `produce` throws the same from the call itself (the key is computed eagerly),
+/// and otherwise completes with a `boost::system::error_code`: `errc::queue_full` (fail mode),
+/// `errc::closed`, or `boost::asio::error::operation_aborted` when the queue closes while it waits.
+/// Under `use_awaitable` a failure is thrown as `boost::system::system_error`.
+template <class T>
+class producer {
+public:
+    using item_type = T;
+
+    /// Made by `buffer_queue::producer<T>(name)`.
+    explicit producer(std::shared_ptr<detail::topic<T>> topic) noexcept : topic_(std::move(topic)) {}
+
+    /// The topic's name.
+    const std::string& topic() const noexcept { return topic_->name(); }
+
+    /// Stores `item` if there is room now; false when a bounded topic is full (in either full mode).
+    /// Never waits. Allocates only when a memory segment fills up.
+    bool try_produce(const T& item) { return try_produce(std::span<const T>(&item, 1)); }
+
+    /// Stores the whole batch if it fits now, else nothing (false). Never waits.
+    bool try_produce(std::span<const T> items)
+    {
+        const std::uint32_t* partitions = route(items, reusable_partitions());
+        switch (topic_->produce_now(items, partitions, false)) {
+        case detail::produce_outcome::done: return true;
+        case detail::produce_outcome::closed: throw_closed();
+        case detail::produce_outcome::no_room:
+        case detail::produce_outcome::must_wait: break;
+        }
+        return false;
+    }
+
+    /// Copies an input range once, then behaves as the span overload.
+    template <std::ranges::input_range Range>
+        requires(std::convertible_to<std::ranges::range_reference_t<Range>, T> &&
+                 !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&>)
+    bool try_produce(Range&& items)
+    {
+        const std::vector<T> copied = materialize(std::forward<Range>(items));
+        return try_produce(std::span<const T>(copied));
+    }
+
+    /// Stores `item`. Wait mode: waits asynchronously for room. Fail mode: completes with
+    /// `errc::queue_full` when there is no room. Signature `void(boost::system::error_code)`.
+    /// The item is copied into the operation, so the argument may be a temporary.
+    template <class CompletionToken = default_completion_token>
+    auto produce(const T& item, CompletionToken&& token = default_completion_token())
+    {
+        std::optional<std::uint32_t> partition;
+        if (const auto& key = topic_->partition_key()) {
+            partition = route_one(key, item);
+        }
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            initiate_produce_one{}, token, topic_, item, partition);
+    }
+
+    /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
+    /// one is split into capacity-sized slices in wait mode (each admitted whole; cancellation can
+    /// leave earlier slices stored) and rejected whole with `errc::queue_full` in fail mode.
+    /// The span must stay valid until the operation completes.
+    template <class CompletionToken = default_completion_token>
+    auto produce(std::span<const T> items, CompletionToken&& token = default_completion_token())
+    {
+        std::vector<std::uint32_t> partitions;
+        route(items, partitions);
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            initiate_produce{}, token, topic_, std::vector<T>(), items, std::move(partitions));
+    }
+
+    /// Copies any input range once (the counterpart of the seed's IEnumerable overloads), then
+    /// produces it as one batch.
+    template <std::ranges::input_range Range, class CompletionToken = default_completion_token>
+        requires(std::convertible_to<std::ranges::range_reference_t<Range>, T> &&
+                 !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&>)
+    auto produce(Range&& items, CompletionToken&& token = default_completion_token())
+    {
+        std::vector<T> copied = materialize(std::forward<Range>(items));
+        std::vector<std::uint32_t> partitions;
+        route(std::span<const T>(copied), partitions);
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            initiate_produce{}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions));
+    }
+
+private:
+    struct initiate_produce_one {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
+                        std::optional<std::uint32_t> partition) const
+        {
+            const std::span<const T> input(&item, 1);
+            if (run(handler, topic, input, partition ? &*partition : nullptr)) {
+                std::vector<T> owned;
+                owned.push_back(std::move(item));
+                std::vector<std::uint32_t> partitions;
+                if (partition) {
+                    partitions.push_back(*partition);
+                }
+                wait(std::forward<Handler>(handler), topic, std::move(owned), {}, std::move(partitions));
+            }
+        }
+    };
+
+    struct initiate_produce {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
+                        std::span<const T> items, std::vector<std::uint32_t> partitions) const
+        {
+            const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
+            if (run(handler, topic, input, partitions.empty() ? nullptr : partitions.data())) {
+                wait(std::forward<Handler>(handler), topic, std::move(owned), items, std::move(partitions));
+            }
+        }
+    };
+
+    // Stores what fits now and completes; true when the operation must wait for room instead.
+    template <class Handler>
+    static bool run(Handler& handler, const std::shared_ptr<detail::topic<T>>& topic, std::span<const T> input,
+                    const std::uint32_t* partitions)
+    {
+        boost::system::error_code result;
+        try {
+            switch (topic->produce_now(input, partitions, true)) {
+            case detail::produce_outcome::done: break;
+            case detail::produce_outcome::closed: result = errc::closed; break;
+            case detail::produce_outcome::no_room: result = errc::queue_full; break;
+            case detail::produce_outcome::must_wait: return true;
+            }
+        } catch (...) {
+            result = errc::invalid_argument;  // T's copy constructor threw
+        }
+        detail::post_completion(std::move(handler), topic->executor(), result);
+        return false;
+    }
+
+    template <class Handler>
+    static void wait(Handler&& handler, const std::shared_ptr<detail::topic<T>>& topic, std::vector<T> owned,
+                     std::span<const T> items, std::vector<std::uint32_t> partitions)
+    {
+        topic->produce_waiting(std::make_unique<detail::produce_operation<T>>(
+            detail::make_pending_completion<boost::system::error_code>(std::forward<Handler>(handler),
+                                                                       topic->executor()),
+            std::move(owned), items, std::move(partitions)));
+    }
+
+    template <class Range>
+    static std::vector<T> materialize(Range&& items)
+    {
+        std::vector<T> copied;
+        if constexpr (std::ranges::sized_range<Range>) {
+            copied.reserve(std::ranges::size(items));
+        }
+        for (auto&& item : items) {
+            copied.emplace_back(std::forward<decltype(item)>(item));
+        }
+        return copied;
+    }
+
+    static std::vector<std::uint32_t>& reusable_partitions()
+    {
+        thread_local std::vector<std::uint32_t> partitions;
+        return partitions;
+    }
+
+    std::uint32_t route_one(const key_selector<T>& key, const T& item) const
+    {
+        try {
+            return key.partition_for(item, topic_->partition_count());
+        } catch (const error& failure) {
+            throw error(errc::invalid_argument, "topic '" + topic_->name() + "': " + failure.what());
+        }
+    }
+
+    // Fills `partitions` with each item's key partition; null (and nothing filled) for round-robin.
+    const std::uint32_t* route(std::span<const T> items, std::vector<std::uint32_t>& partitions) const
+    {
+        const auto& key = topic_->partition_key();
+        if (!key) {
+            return nullptr;
+        }
+        partitions.clear();
+        partitions.reserve(items.size());
+        for (const T& item : items) {
+            partitions.push_back(route_one(key, item));
+        }
+        return partitions.data();
+    }
+
+    [[noreturn]] void throw_closed() const { throw error(errc::closed, "topic '" + topic_->name() + "' is closed"); }
+
+    std::shared_ptr<detail::topic<T>> topic_;
+};
+
+}  // namespace bufferqueue

@@ -1,0 +1,147 @@
+// bufferqueue: the pull consumer handle, which delivers batches to coroutines.
+#pragma once
+
+#include "bufferqueue/batch.hpp"
+#include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/producer.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bufferqueue {
+
+/// One consumer of a consumer group: it owns a fixed, contiguous share of the topic's partitions
+/// and scans them as a ring (one pull per readable partition per rotation). Move-only; destroying
+/// or closing it aborts a pending `consume()` with `boost::asio::error::operation_aborted`.
+///
+/// Thread-safety: one operation at a time per consumer. A `consume()` or `commit()` started while
+/// another is pending on the same consumer fails with `errc::operation_in_progress`; different
+/// consumers are fully independent. `close()` and the accessors may be called from any thread.
+///
+/// Commit: with `auto_commit` a pull commits what it returns before handing it out
+/// (at-most-once). Without it, progress advances only on `commit()`, which commits the most recently
+/// delivered batch; an uncommitted batch is delivered again when its partition's turn comes
+/// (at-least-once).
+template <class T>
+class pull_consumer {
+public:
+    using item_type = T;
+
+    /// Made by `buffer_queue::create_pull_consumers`.
+    explicit pull_consumer(std::shared_ptr<detail::consumer_base<T>> state) noexcept : state_(std::move(state)) {}
+
+    pull_consumer(pull_consumer&&) noexcept = default;
+
+    pull_consumer& operator=(pull_consumer&& other) noexcept
+    {
+        if (this != &other) {
+            close();
+            state_ = std::move(other.state_);
+        }
+        return *this;
+    }
+
+    /// Closes the consumer (see `close`).
+    ~pull_consumer() { close(); }
+
+    /// Waits for the next batch of 1..batch_size items from one partition. Suspends without spinning
+    /// or blocking a thread while every assigned partition is empty, and resumes on the handler's
+    /// executor when any of them receives data. Signature
+    /// `void(boost::system::error_code, bufferqueue::batch<T>)`; errors: `errc::closed` (consumer or
+    /// queue closed before the call), `boost::asio::error::operation_aborted` (closed while waiting),
+    /// `errc::operation_in_progress`, and for persistent topics `errc::io_error` from an auto-commit.
+    /// Begins by releasing the previous batch of this consumer. Allocates only when it has to wait.
+    template <class CompletionToken = default_completion_token>
+    auto consume(CompletionToken&& token = default_completion_token())
+    {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
+            initiate_consume{}, token, require_state());
+    }
+
+    /// Takes the next batch if one is readable now; never waits. Throws `bufferqueue::error` where
+    /// `consume()` would complete with an error.
+    std::optional<batch<T>> try_consume()
+    {
+        detail::consume_attempt<T> attempt = require_state()->begin_consume(false);
+        if (attempt.error) {
+            throw error(static_cast<errc>(attempt.error.value()), describe() + ": " + attempt.error.message());
+        }
+        return std::move(attempt.delivered);
+    }
+
+    /// Commits the most recently delivered batch (manual commit). Signature
+    /// `void(boost::system::error_code)`; errors: `errc::auto_commit_enabled`,
+    /// `errc::nothing_to_commit` (no batch delivered since the last commit), `errc::closed`,
+    /// `errc::operation_in_progress` (a `consume()` is pending).
+    template <class CompletionToken = default_completion_token>
+    auto commit(CompletionToken&& token = default_completion_token())
+    {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(initiate_commit{}, token,
+                                                                                            require_state());
+    }
+
+    /// Aborts a pending `consume()` and rejects later calls with `errc::closed`; the group keeps its
+    /// progress and its partitions. Idempotent, thread-safe, never throws.
+    void close() noexcept
+    {
+        if (state_) {
+            state_->close();
+        }
+    }
+
+    /// The topic read.
+    const std::string& topic() const { return require_state()->topic_name(); }
+    /// The consumer group.
+    const std::string& group() const { return require_state()->group_name(); }
+    /// The partitions this consumer owns, ascending and contiguous.
+    const std::vector<std::size_t>& partitions() const { return require_state()->partitions(); }
+
+private:
+    struct initiate_consume {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
+        {
+            detail::consume_attempt<T> attempt = state->begin_consume(true);
+            if (attempt.error || attempt.delivered) {
+                detail::post_completion(std::forward<Handler>(handler), state->default_executor(), attempt.error,
+                                        attempt.delivered.value_or(batch<T>()));
+                return;
+            }
+            state->wait(detail::make_pending_completion<boost::system::error_code, batch<T>>(
+                std::forward<Handler>(handler), state->default_executor()));
+        }
+    };
+
+    struct initiate_commit {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
+        {
+            const boost::system::error_code result = state->commit();
+            detail::post_completion(std::forward<Handler>(handler), state->default_executor(), result);
+        }
+    };
+
+    const std::shared_ptr<detail::consumer_base<T>>& require_state() const
+    {
+        if (!state_) {
+            throw error(errc::invalid_argument, "pull_consumer: used after it was moved from");
+        }
+        return state_;
+    }
+
+    std::string describe() const
+    {
+        return "pull consumer of topic '" + state_->topic_name() + "' group '" + state_->group_name() + "'";
+    }
+
+    std::shared_ptr<detail::consumer_base<T>> state_;
+};
+
+}  // namespace bufferqueue

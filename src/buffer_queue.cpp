@@ -1,0 +1,82 @@
+#include "bufferqueue/buffer_queue.hpp"
+
+#include <mutex>
+
+namespace bufferqueue {
+
+buffer_queue::buffer_queue(executor_type executor) : executor_(std::move(executor)) {}
+
+buffer_queue::~buffer_queue()
+{
+    close();
+}
+
+void buffer_queue::add(std::shared_ptr<detail::topic_base> topic)
+{
+    std::unique_lock lock(mutex_);
+    if (closed_) {
+        throw error(errc::closed, "buffer_queue is closed: cannot add topic '" + topic->name() + "'");
+    }
+    auto& registered = topics_[topic->name()];
+    for (const auto& existing : registered) {
+        if (existing->item_type() == topic->item_type()) {
+            throw error(errc::topic_exists, "topic '" + topic->name() + "' is already registered for item type " +
+                                                topic->item_type_name());
+        }
+    }
+    registered.push_back(std::move(topic));
+}
+
+std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, std::type_index type,
+                                                       std::string_view type_name) const
+{
+    std::shared_lock lock(mutex_);
+    const auto found = topics_.find(topic);
+    if (found == topics_.end()) {
+        throw error(errc::no_such_topic,
+                    "no topic '" + std::string(topic) + "' is registered (item type " + std::string(type_name) + ")");
+    }
+    std::string others;
+    for (const auto& candidate : found->second) {
+        if (candidate->item_type() == type) {
+            return candidate;
+        }
+        others += (others.empty() ? "" : ", ") + candidate->item_type_name();
+    }
+    throw error(errc::type_mismatch, "topic '" + std::string(topic) + "' is not registered for item type " +
+                                         std::string(type_name) + "; it is registered for: " + others);
+}
+
+void buffer_queue::validate(const pull_consumer_options& options)
+{
+    if (options.group.empty()) {
+        throw error(errc::invalid_argument, "topic '" + options.topic + "': option 'group' must not be empty");
+    }
+    if (options.batch_size < 1) {
+        throw error(errc::invalid_argument,
+                    "topic '" + options.topic + "' group '" + options.group + "': option 'batch_size' must be at least 1");
+    }
+}
+
+void buffer_queue::close() noexcept
+{
+    std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> closing;
+    {
+        std::unique_lock lock(mutex_);
+        closed_ = true;
+        closing = topics_;
+    }
+    for (const auto& [name, registered] : closing) {
+        for (const auto& topic : registered) {
+            topic->close();
+        }
+    }
+}
+
+bool buffer_queue::is_closed() const noexcept
+{
+    std::shared_lock lock(mutex_);
+    return closed_;
+}
+
+}  // namespace bufferqueue
