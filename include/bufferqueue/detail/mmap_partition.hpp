@@ -1,0 +1,809 @@
+// Internal: the persistent storage partition - memory-mapped segment files of checksummed records,
+// with durable producer, earliest and consumer-group checkpoints.
+#pragma once
+
+#include "bufferqueue/any_serializer.hpp"
+#include "bufferqueue/detail/file.hpp"
+#include "bufferqueue/detail/group_path.hpp"
+#include "bufferqueue/detail/segment_format.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/options.hpp"
+#include "bufferqueue/storage.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <deque>
+#include <list>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// The folder of partition `partition` of a topic folder: `{topic}/partition-{partition:05}`.
+inline std::string partition_folder(const std::string& topic_folder, std::size_t partition)
+{
+    std::string number = std::to_string(partition);
+    if (number.size() < 5) {
+        number.insert(0, 5 - number.size(), '0');
+    }
+    return topic_folder + "/partition-" + number;
+}
+
+/// A persistent storage partition (see docs/mmap-storage.md).
+///
+/// Files in the partition folder: segment files `{index:020}.log` of `segment_size` bytes,
+/// `producer.offset`, `earliest.offset` and `offsets/{escaped group}/consumer.offset`, each
+/// checkpoint an 8-byte little-endian log position. Offsets are `segment index * segment_size +
+/// byte position` of a record boundary, normalized when written (a group that read a segment to
+/// its end before the writer ended it keeps the marker's position until retention rewrites it).
+///
+/// Appends are serialized by a mutex: serialize, check the size, roll over when the record does not
+/// fit, reserve disk blocks ahead of the write position (so a full disk is an error, not SIGBUS),
+/// encode, then flush by strategy. Readers decode published records into their cursor's buffer
+/// under a shared lock on the segment list; only rollover, retention and close take it exclusively.
+/// Group checkpoints (creation, commit, retention's rewrites) are written under groups_mutex_.
+/// Lock order: append_mutex_, then groups_mutex_, then segments_mutex_.
+template <class T>
+class mmap_partition {
+public:
+    struct settings {
+        std::string topic;
+        std::size_t partition = 0;
+        std::string folder;
+        std::uint64_t segment_size = 0;
+        flush_strategy flush = flush_strategy::immediate;
+        std::size_t flush_batch_size = 100;
+        std::optional<std::size_t> max_retained_consumed_segments{};
+        any_serializer<T> serializer;
+    };
+
+    /// A consumer group's progress; its batch is decoded into `decoded`.
+    struct cursor {
+        std::string group;
+        std::string checkpoint_path;
+        std::atomic<std::uint64_t> committed{0};
+        std::vector<T> decoded;
+    };
+
+    /// Opens (and recovers) or creates the partition. Throws `bufferqueue::error`: `corrupt_data`
+    /// naming the file and offset for inconsistent state, `io_error` for OS failures.
+    explicit mmap_partition(settings configuration)
+        : settings_(std::move(configuration)), producer_path_(settings_.folder + "/producer.offset"),
+          earliest_path_(settings_.folder + "/earliest.offset"), offsets_folder_(settings_.folder + "/offsets")
+    {
+        recover();
+    }
+
+    mmap_partition(const mmap_partition&) = delete;
+    mmap_partition& operator=(const mmap_partition&) = delete;
+
+    ~mmap_partition() { close(); }
+
+    void append(const item_source<T>& source, std::size_t& appended)
+    {
+        std::lock_guard lock(append_mutex_);
+        require_open();
+        try {
+            while (appended < source.count) {
+                payload_.clear();
+                settings_.serializer.serialize(source[appended], payload_);
+                write_record();
+                ++appended;
+                if (settings_.flush == flush_strategy::batch && unflushed_records_ >= settings_.flush_batch_size) {
+                    flush_locked(false);
+                }
+            }
+            if (settings_.flush == flush_strategy::immediate) {
+                flush_locked(false);
+            }
+        } catch (...) {
+            publish();
+            throw;
+        }
+        publish();
+    }
+
+    cursor& open_cursor(std::string_view group)
+    {
+        std::lock_guard lock(groups_mutex_);
+        require_open();
+        const std::string escaped = escape_group_name(group);
+        const std::string folder = offsets_folder_ + "/" + escaped;
+        std::uint64_t start = 0;
+        if (const auto known = group_offsets_.find(group); known != group_offsets_.end()) {
+            start = known->second;
+        } else {
+            // A group folder appears atomically with its first checkpoint at the earliest retained
+            // offset, so the group holds retention before its first pull.
+            start = earliest_offset_;
+            make_directories(offsets_folder_);
+            const std::string temporary = folder + std::string(temporary_suffix);
+            make_directories(temporary);
+            write_checkpoint(temporary + "/consumer.offset", start);
+            rename_file(temporary, folder);
+            fsync_directory(offsets_folder_);
+            group_offsets_.emplace(std::string(group), start);
+        }
+        cursor& opened = cursors_.emplace_back();
+        opened.group = std::string(group);
+        opened.checkpoint_path = folder + "/consumer.offset";
+        opened.committed.store(start, std::memory_order_release);
+        return opened;
+    }
+
+    pull_result<T> pull(cursor& reader, std::size_t max_items)
+    {
+        std::shared_lock lock(segments_mutex_);
+        reader.decoded.clear();
+        std::uint64_t position = reader.committed.load(std::memory_order_relaxed);
+        if (closed_.load(std::memory_order_relaxed)) {
+            return {{}, position};
+        }
+        const std::uint64_t end = published_end_.load(std::memory_order_acquire);
+        while (reader.decoded.size() < max_items && position < end) {
+            const segment_position at = split_offset(position, settings_.segment_size);
+            const segment_file& segment = segment_at(at.segment_index);
+            const std::span<const std::byte> bytes = segment.region.bytes();
+            const std::optional<record_view> record = read_record(bytes, at.position);
+            if (!record) {
+                const std::uint64_t next_segment = first_record_offset(at.segment_index + 1, settings_.segment_size);
+                if (is_segment_end(bytes, at.position) && next_segment <= end) {
+                    position = next_segment;
+                    continue;
+                }
+                if (!reader.decoded.empty()) {
+                    break;
+                }
+                throw error(errc::corrupt_data, describe_partition() + ": no valid record at offset " +
+                                                    std::to_string(position) + " (byte " + std::to_string(at.position) +
+                                                    " of " + segment.path + ") inside the written log");
+            }
+            try {
+                reader.decoded.push_back(settings_.serializer.deserialize(record->payload));
+            } catch (const error& failure) {
+                if (!reader.decoded.empty()) {
+                    break;
+                }
+                throw error(errc::corrupt_data, describe_partition() + ": cannot decode the record at offset " +
+                                                    std::to_string(position) + " of " + segment.path + ": " +
+                                                    failure.what());
+            }
+            position = normalized(at.segment_index, record->next_position);
+        }
+        if (position < end) {
+            // A batch that stops at a segment-end marker ends at the next segment's first record
+            // boundary, so the checkpoint a commit stores is normalized.
+            const segment_position at = split_offset(position, settings_.segment_size);
+            const std::uint64_t next_segment = first_record_offset(at.segment_index + 1, settings_.segment_size);
+            if (next_segment <= end && is_segment_end(segment_at(at.segment_index).region.bytes(), at.position)) {
+                position = next_segment;
+            }
+        }
+        return {std::span<const T>(reader.decoded), position};
+    }
+
+    std::uint64_t commit(cursor& reader, std::uint64_t next_offset)
+    {
+        {
+            // A commit is a flush boundary: the group's checkpoint never points past flushed data,
+            // and producer.offset covers it.
+            std::lock_guard lock(append_mutex_);
+            require_open();
+            if (checkpointed_offset_ < next_offset) {
+                flush_locked(true);
+            }
+        }
+        // Under groups_mutex_: retention may rewrite a group's checkpoint, and must not race with
+        // the group's own commit.
+        std::lock_guard lock(groups_mutex_);
+        require_open();
+        write_checkpoint(reader.checkpoint_path, next_offset);
+        reader.committed.store(next_offset, std::memory_order_release);
+        group_offsets_[reader.group] = next_offset;
+        apply_retention();
+        return 0;
+    }
+
+    void release_batch(cursor&) noexcept {}
+
+    bool has_data(const cursor& reader) const noexcept
+    {
+        return published_end_.load(std::memory_order_acquire) > reader.committed.load(std::memory_order_relaxed);
+    }
+
+    /// Flushes what is pending (best effort), unmaps and closes every file. Idempotent.
+    void close() noexcept
+    {
+        std::lock_guard lock(append_mutex_);
+        std::lock_guard groups_lock(groups_mutex_);  // waits for a commit's checkpoint and retention
+        if (closed_.load(std::memory_order_relaxed)) {
+            return;
+        }
+        try {
+            flush_locked(true);
+        } catch (...) {
+            // Closing releases resources whatever happens; the next open recovers from disk.
+        }
+        std::unique_lock segments_lock(segments_mutex_);
+        closed_.store(true, std::memory_order_release);
+        segments_.clear();
+        tail_ = nullptr;
+    }
+
+    /// Logical offset one past the newest published record.
+    std::uint64_t end_offset() const noexcept { return published_end_.load(std::memory_order_acquire); }
+
+    /// The earliest retained offset.
+    std::uint64_t earliest_offset() const
+    {
+        std::lock_guard lock(groups_mutex_);
+        return earliest_offset_;
+    }
+
+private:
+    struct segment_file {
+        std::uint64_t index = 0;
+        std::string path;
+        unique_fd file;
+        mapped_region region;
+        std::uint64_t reserved_end = 0;  // bytes [0, reserved_end) have disk blocks
+    };
+
+    static constexpr std::uint64_t reservation_chunk = 4 * 1024 * 1024;
+
+    std::string describe_partition() const
+    {
+        return "topic '" + settings_.topic + "' partition " + std::to_string(settings_.partition);
+    }
+
+    void require_open() const
+    {
+        if (closed_.load(std::memory_order_acquire)) {
+            throw error(errc::closed, describe_partition() + " is closed");
+        }
+    }
+
+    std::string segment_path(std::uint64_t index) const { return settings_.folder + "/" + segment_file_name(index); }
+
+    // `position` in segment `index`, as a normalized offset: the end of a full segment is the next
+    // segment's first record boundary.
+    std::uint64_t normalized(std::uint64_t index, std::uint64_t position) const noexcept
+    {
+        if (settings_.segment_size - position < record_header_size) {
+            return first_record_offset(index + 1, settings_.segment_size);
+        }
+        return logical_offset(index, position, settings_.segment_size);
+    }
+
+    segment_file& segment_at(std::uint64_t index) const
+    {
+        if (index < first_segment_index_ || index - first_segment_index_ >= segments_.size()) {
+            throw error(errc::corrupt_data, describe_partition() + ": segment " + std::to_string(index) +
+                                                " is not retained (retained: " + std::to_string(first_segment_index_) +
+                                                " to " + std::to_string(first_segment_index_ + segments_.size()) + ")");
+        }
+        return *segments_[index - first_segment_index_];
+    }
+
+    void publish() noexcept
+    {
+        published_end_.store(logical_offset(tail_->index, tail_position_, settings_.segment_size),
+                             std::memory_order_release);
+    }
+
+    // Called with append_mutex_ held.
+    void write_record()
+    {
+        const std::uint64_t size = payload_.size();
+        const std::uint64_t limit = max_payload_size(record_area());
+        if (size > limit) {
+            throw error(errc::invalid_argument, describe_partition() + ": a record of " + std::to_string(size) +
+                                                    " bytes does not fit in a segment of " +
+                                                    std::to_string(settings_.segment_size) + " bytes (at most " +
+                                                    std::to_string(limit) + " payload bytes)");
+        }
+        if (tail_ended_ || !fits(record_area(), tail_position_, size)) {
+            // A segment-end marker is final: once written (even if the rollover then failed, or the
+            // process stopped before it), the next record goes to the next segment.
+            if (!tail_ended_) {
+                reserve(*tail_, tail_position_ + record_header_size);
+                encode_segment_end(tail_->region.bytes().subspan(tail_position_));
+                tail_ended_ = true;
+            }
+            roll_over(tail_position_ + record_header_size);
+        }
+        const std::uint64_t end = tail_position_ + record_size(size);
+        reserve(*tail_, end);
+        encode_record(tail_->region.bytes().subspan(tail_position_), payload_);
+        tail_position_ = end;
+        ++unflushed_records_;
+        ++records_since_checkpoint_;
+    }
+
+    // Records end at least `record_header_size` bytes before the end of a segment, so every segment
+    // this writer fills ends with a segment-end marker, and a rollover happens before the record that
+    // does not fit is written (a failed rollover leaves nothing half-done).
+    std::uint64_t record_area() const noexcept { return settings_.segment_size - record_header_size; }
+
+    // Reserves disk blocks for bytes [0, end) of `segment`, a chunk at a time.
+    void reserve(segment_file& segment, std::uint64_t end)
+    {
+        if (end <= segment.reserved_end) {
+            return;
+        }
+        const std::uint64_t chunk_end =
+            std::min(settings_.segment_size, (end + reservation_chunk - 1) / reservation_chunk * reservation_chunk);
+        preallocate(segment.file, segment.reserved_end, chunk_end - segment.reserved_end);
+        segment.reserved_end = chunk_end;
+    }
+
+    // Ends the tail segment (its records and marker end at `flush_end`), flushes it and continues in
+    // a new segment. A failure leaves the writer on the old tail, so the next append retries.
+    void roll_over(std::uint64_t flush_end)
+    {
+        if (flush_end > flushed_position_) {
+            tail_->region.flush(flushed_position_, flush_end - flushed_position_);
+            flushed_position_ = flush_end;
+        }
+        unflushed_records_ = 0;
+        std::unique_ptr<segment_file> next = create_segment(tail_->index + 1);
+        {
+            std::unique_lock lock(segments_mutex_);
+            segments_.push_back(std::move(next));
+            tail_ = segments_.back().get();
+        }
+        tail_position_ = segment_header_size;
+        flushed_position_ = segment_header_size;
+        tail_ended_ = false;
+        write_producer_hint();
+    }
+
+    std::unique_ptr<segment_file> create_segment(std::uint64_t index)
+    {
+        auto segment = std::make_unique<segment_file>();
+        segment->index = index;
+        segment->path = segment_path(index);
+        const std::string temporary = segment->path + std::string(temporary_suffix);
+        try {
+            unique_fd file = open_file(temporary, open_mode::create_or_truncate);
+            truncate_file(file, settings_.segment_size);
+            const std::uint64_t first_chunk = std::min(settings_.segment_size, reservation_chunk);
+            preallocate(file, 0, first_chunk);
+            const auto header = make_segment_header(index, settings_.segment_size);
+            write_at(file, 0, header);
+            fsync_file(file);
+            rename_file(temporary, segment->path);
+            // From here on the file has its final name: errors (and flush reports) must name it.
+            file = unique_fd(file.release(), segment->path);
+            fsync_directory(settings_.folder);
+            segment->reserved_end = first_chunk;
+            segment->region = map_file(file, static_cast<std::size_t>(settings_.segment_size));
+            segment->file = std::move(file);
+        } catch (...) {
+            try {
+                remove_file(temporary);
+            } catch (...) {
+                // The next open removes leftover temporary files.
+            }
+            throw;
+        }
+        return segment;
+    }
+
+    // Flushes the tail's pending bytes; writes producer.offset when forced (a failure throws) or
+    // due (best effort, see write_producer_hint).
+    void flush_locked(bool force_checkpoint)
+    {
+        if (tail_position_ > flushed_position_) {
+            tail_->region.flush(flushed_position_, tail_position_ - flushed_position_);
+            flushed_position_ = tail_position_;
+        }
+        unflushed_records_ = 0;
+        if (force_checkpoint) {
+            write_producer_checkpoint();
+        } else if (records_since_checkpoint_ >= settings_.flush_batch_size) {
+            write_producer_hint();
+        }
+    }
+
+    // producer.offset written on the way (at a rollover, every flush_batch_size records) is only a
+    // recovery hint: the records it would cover are already stored and flushed, so failing to
+    // write it must not fail the produce call that stored them (the producer would retry and
+    // store them twice). It is retried at the next flush; commits and close write it for real.
+    void write_producer_hint() noexcept
+    {
+        try {
+            write_producer_checkpoint();
+        } catch (...) {
+            // Retried at the next flush, commit or close.
+        }
+    }
+
+    void write_producer_checkpoint()
+    {
+        const std::uint64_t offset = logical_offset(tail_->index, tail_position_, settings_.segment_size);
+        if (offset != checkpointed_offset_) {
+            write_checkpoint(producer_path_, offset);
+            checkpointed_offset_ = offset;
+        }
+        records_since_checkpoint_ = 0;
+    }
+
+    // Called with groups_mutex_ held, after a commit: deletes segments every known group has
+    // committed past, keeping the newest `max_retained_consumed_segments` of them. A checkpoint at a
+    // segment-end marker (a group that read a segment to its end before the writer ended it) has
+    // committed past that segment. Order: the commit already flushed and persisted its checkpoint;
+    // then checkpoints at the end of a segment about to go move to the equivalent first offset of
+    // the next segment (a checkpoint below earliest.offset is corrupt); then earliest.offset
+    // advances; then the files go. Leftovers of an interrupted deletion are below earliest.offset
+    // and are removed at the next open.
+    void apply_retention()
+    {
+        if (!settings_.max_retained_consumed_segments || group_offsets_.empty()) {
+            return;
+        }
+        std::uint64_t minimum = max_checkpoint_value;
+        {
+            std::shared_lock lock(segments_mutex_);
+            for (const auto& [group, offset] : group_offsets_) {
+                minimum = std::min(minimum, normalized_checkpoint(offset));
+            }
+        }
+        const std::uint64_t fully_consumed_below = split_offset(minimum, settings_.segment_size).segment_index;
+        const std::uint64_t keep = *settings_.max_retained_consumed_segments;
+        if (fully_consumed_below <= first_segment_index_ + keep) {
+            return;
+        }
+        const std::uint64_t delete_below = fully_consumed_below - keep;
+        const std::uint64_t earliest = first_record_offset(delete_below, settings_.segment_size);
+        for (auto& [group, offset] : group_offsets_) {
+            if (offset < earliest) {
+                std::uint64_t moved = offset;
+                {
+                    std::shared_lock lock(segments_mutex_);
+                    moved = normalized_checkpoint(offset);
+                }
+                write_checkpoint(offsets_folder_ + "/" + escape_group_name(group) + "/consumer.offset", moved);
+                offset = moved;
+                for (cursor& each : cursors_) {
+                    if (each.group == group) {
+                        each.committed.store(moved, std::memory_order_release);
+                    }
+                }
+            }
+        }
+        write_checkpoint(earliest_path_, earliest);
+        earliest_offset_ = earliest;
+        std::vector<std::unique_ptr<segment_file>> removed;
+        {
+            std::unique_lock lock(segments_mutex_);
+            while (first_segment_index_ < delete_below) {
+                removed.push_back(std::move(segments_.front()));
+                segments_.pop_front();
+                ++first_segment_index_;
+            }
+        }
+        for (auto& segment : removed) {
+            segment->region.unmap();
+            segment->file = unique_fd();
+            try {
+                remove_file(segment->path);
+            } catch (const error& failure) {
+                throw error(errc::io_error, describe_partition() + ": the commit is persisted, but deleting " +
+                                                segment->path + " failed (" + failure.what() +
+                                                "); the next open removes it");
+            }
+        }
+        fsync_directory(settings_.folder);
+    }
+
+    // A checkpoint as retention sees it: one at a segment-end marker, once the next segment exists,
+    // stands for the next segment's first record boundary. Called with segments_mutex_ held.
+    std::uint64_t normalized_checkpoint(std::uint64_t offset) const
+    {
+        const segment_position at = split_offset(offset, settings_.segment_size);
+        const std::uint64_t last_index = first_segment_index_ + segments_.size() - 1;
+        if (at.segment_index < first_segment_index_ || at.segment_index >= last_index ||
+            !is_segment_end(segment_at(at.segment_index).region.bytes(), at.position)) {
+            return offset;
+        }
+        return first_record_offset(at.segment_index + 1, settings_.segment_size);
+    }
+
+    // ---- recovery --------------------------------------------------------------------------------
+
+    [[noreturn]] void corrupt(const std::string& file, const std::string& problem) const
+    {
+        throw error(errc::corrupt_data, describe_partition() + ": " + file + ": " + problem);
+    }
+
+    // Opens the partition from what is on disk. Everything is validated before anything is
+    // changed, so a `corrupt_data` failure leaves every file as it was; only `.tmp` leftovers of
+    // interrupted atomic writes are removed first.
+    void recover()
+    {
+        make_directories(settings_.folder);
+        remove_temporary_files(settings_.folder);
+        remove_temporary_files(offsets_folder_);
+        if (path_exists(offsets_folder_)) {
+            for (const directory_entry& entry : list_directory(offsets_folder_)) {
+                if (entry.kind == entry_kind::directory) {
+                    remove_temporary_files(offsets_folder_ + "/" + entry.name);  // consumer.offset.tmp
+                }
+            }
+        }
+
+        const std::optional<std::uint64_t> earliest_checkpoint = read_checkpoint(earliest_path_);
+        const std::optional<std::uint64_t> producer_checkpoint = read_checkpoint(producer_path_);
+        std::vector<std::uint64_t> indices;
+        for (const directory_entry& entry : list_directory(settings_.folder)) {
+            if (const auto index = parse_segment_file_name(entry.name)) {
+                indices.push_back(*index);
+            }
+        }
+        std::sort(indices.begin(), indices.end());
+        const bool has_groups = path_exists(offsets_folder_) && !list_directory(offsets_folder_).empty();
+
+        if (indices.empty()) {
+            if (earliest_checkpoint || producer_checkpoint || has_groups) {
+                corrupt(settings_.folder,
+                        "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
+            }
+            // A new, empty partition.
+            segments_.push_back(create_segment(0));
+            first_segment_index_ = 0;
+            tail_ = segments_.back().get();
+            tail_position_ = segment_header_size;
+            flushed_position_ = segment_header_size;
+            earliest_offset_ = first_record_offset(0, settings_.segment_size);
+            publish();
+            return;
+        }
+
+        // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
+        std::uint64_t first_index = 0;
+        if (earliest_checkpoint && *earliest_checkpoint != 0) {
+            const segment_position at = split_offset(*earliest_checkpoint, settings_.segment_size);
+            if (at.position != segment_header_size) {
+                corrupt(earliest_path_, "holds offset " + std::to_string(*earliest_checkpoint) +
+                                            ", which is not the start of a segment");
+            }
+            first_index = at.segment_index;
+        }
+        earliest_offset_ = first_record_offset(first_index, settings_.segment_size);
+        if (producer_checkpoint && *producer_checkpoint < earliest_offset_) {
+            corrupt(earliest_path_, "holds offset " + std::to_string(earliest_offset_) + ", greater than offset " +
+                                        std::to_string(*producer_checkpoint) + " in " + producer_path_);
+        }
+
+        // Segments below the earliest one are leftovers of an interrupted deletion, removed once
+        // everything else checks out.
+        std::vector<std::uint64_t> leftovers;
+        for (const std::uint64_t index : indices) {
+            if (index < first_index) {
+                leftovers.push_back(index);
+            }
+        }
+        std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
+        if (indices.empty() || indices.front() != first_index) {
+            corrupt(segment_path(first_index), "is missing, but " + earliest_path_ + " says it is retained");
+        }
+        for (std::size_t i = 0; i < indices.size(); ++i) {
+            if (indices[i] != first_index + i) {
+                corrupt(segment_path(first_index + i), "is missing inside the retained range (segments " +
+                                                           std::to_string(first_index) + " to " +
+                                                           std::to_string(indices.back()) + ")");
+            }
+            segments_.push_back(open_segment(indices[i]));
+        }
+        first_segment_index_ = first_index;
+
+        std::uint64_t scan_from = earliest_offset_;
+        if (producer_checkpoint) {
+            verify_vouched_range(*producer_checkpoint);
+            scan_from = *producer_checkpoint;
+        }
+        const std::uint64_t end = scan_to_end(scan_from);
+        load_groups(end);
+
+        // Consistent: clean up and take the tail over.
+        for (const std::uint64_t index : leftovers) {
+            remove_file(segment_path(index));
+        }
+        if (!leftovers.empty()) {
+            fsync_directory(settings_.folder);
+        }
+        const segment_position at = split_offset(end, settings_.segment_size);
+        tail_ = segments_.back().get();
+        tail_position_ = at.position;
+        flushed_position_ = at.position;
+        tail_->reserved_end = tail_position_;  // blocks behind the data exist; reserve from here on
+        // A last segment ended by a marker whose successor was never created (the process stopped
+        // in a rollover, or the disk was full) stays ended: the next append creates the successor,
+        // so a topic on a full disk can still be opened and read.
+        tail_ended_ = is_segment_end(tail_->region.bytes(), tail_position_);
+        cut_torn_tail(tail_ended_ ? tail_position_ + record_header_size : tail_position_);
+        checkpointed_offset_ = producer_checkpoint.value_or(0);
+        publish();
+    }
+
+    std::unique_ptr<segment_file> open_segment(std::uint64_t index)
+    {
+        auto segment = std::make_unique<segment_file>();
+        segment->index = index;
+        segment->path = segment_path(index);
+        segment->file = open_file(segment->path, open_mode::read_write);
+        const std::uint64_t size = file_size(segment->file);
+        if (size != settings_.segment_size) {
+            corrupt(segment->path, "has " + std::to_string(size) + " bytes, but the topic's segment_size is " +
+                                       std::to_string(settings_.segment_size));
+        }
+        segment->region = map_file(segment->file, static_cast<std::size_t>(size));
+        check_segment_header(segment->region.bytes(), index, settings_.segment_size, segment->path);
+        return segment;
+    }
+
+    // Every record from earliest.offset up to producer.offset must be intact: that range was
+    // flushed before producer.offset advanced, so a bad checksum there is corruption, not a torn tail.
+    void verify_vouched_range(std::uint64_t producer_offset)
+    {
+        const segment_position target = split_offset(producer_offset, settings_.segment_size);
+        const std::uint64_t last_index = first_segment_index_ + segments_.size() - 1;
+        if (target.segment_index > last_index || target.position < segment_header_size) {
+            corrupt(producer_path_, "holds offset " + std::to_string(producer_offset) +
+                                        ", ahead of the log (last segment " + std::to_string(last_index) + ")");
+        }
+        for (std::uint64_t index = first_segment_index_; index <= target.segment_index; ++index) {
+            const segment_file& segment = segment_at(index);
+            const bool last = index == target.segment_index;
+            const scan_result scanned = scan_segment(segment.region.bytes(), segment_header_size,
+                                                     last ? target.position : settings_.segment_size);
+            if (!last && !scanned.segment_complete()) {
+                corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
+                                          std::to_string(scanned.end_position) + ", inside the range " +
+                                          producer_path_ + " vouches for (up to offset " +
+                                          std::to_string(producer_offset) + ")");
+            }
+            if (last && scanned.end_position != target.position) {
+                if (scanned.end_position < target.position) {
+                    corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
+                                              std::to_string(scanned.end_position) + ", inside the range " +
+                                              producer_path_ + " vouches for (up to offset " +
+                                              std::to_string(producer_offset) + ")");
+                }
+                corrupt(producer_path_, "holds offset " + std::to_string(producer_offset) +
+                                            ", which is not a record boundary of " + segment.path);
+            }
+        }
+    }
+
+    // Walks valid records forward from `from` to the end of the log; cuts nothing yet.
+    std::uint64_t scan_to_end(std::uint64_t from)
+    {
+        segment_position at = split_offset(from, settings_.segment_size);
+        for (;;) {
+            const segment_file& segment = segment_at(at.segment_index);
+            const scan_result scanned = scan_segment(segment.region.bytes(), at.position);
+            const bool last = at.segment_index + 1 == first_segment_index_ + segments_.size();
+            if (scanned.segment_complete()) {
+                if (last && scanned.reason == scan_stop::segment_end_marker) {
+                    // Ended, but its successor was never created: the log ends at the marker.
+                    return logical_offset(at.segment_index, scanned.end_position, settings_.segment_size);
+                }
+                if (last) {
+                    // A segment filled to its very end (no room for a marker; this writer always
+                    // leaves room): its successor is needed to hold the next record boundary.
+                    segments_.push_back(create_segment(at.segment_index + 1));
+                }
+                at = {at.segment_index + 1, segment_header_size};
+                continue;
+            }
+            if (!last) {
+                corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
+                                          std::to_string(scanned.end_position) + ", but a later segment exists");
+            }
+            return logical_offset(at.segment_index, scanned.end_position, settings_.segment_size);
+        }
+    }
+
+    // Zeroes whatever follows the last valid record (or the final segment-end marker) in the tail,
+    // from byte `from` on, so stale bytes can never line up with a later record and come back to
+    // life.
+    void cut_torn_tail(std::uint64_t from)
+    {
+        const std::span<std::byte> bytes = tail_->region.bytes();
+        std::size_t last_nonzero = from;
+        for (std::size_t i = bytes.size(); i > from; --i) {
+            if (bytes[i - 1] != std::byte{0}) {
+                last_nonzero = i;
+                break;
+            }
+        }
+        if (last_nonzero == from) {
+            return;
+        }
+        std::memset(bytes.data() + from, 0, last_nonzero - from);
+        tail_->region.flush(from, last_nonzero - from);
+    }
+
+    void load_groups(std::uint64_t end)
+    {
+        if (!path_exists(offsets_folder_)) {
+            return;
+        }
+        for (const directory_entry& entry : list_directory(offsets_folder_)) {
+            if (entry.kind != entry_kind::directory) {
+                continue;
+            }
+            const std::string folder = offsets_folder_ + "/" + entry.name;
+            std::string group;
+            try {
+                group = unescape_group_name(entry.name);
+            } catch (const error& failure) {
+                corrupt(folder, std::string("is not the folder of a consumer group: ") + failure.what());
+            }
+            const std::string path = folder + "/consumer.offset";
+            const std::optional<std::uint64_t> offset = read_checkpoint(path);
+            if (!offset) {
+                corrupt(folder, "has no consumer.offset");
+            }
+            validate_group_offset(*offset, path, end);
+            group_offsets_.emplace(std::move(group), *offset);
+        }
+    }
+
+    void validate_group_offset(std::uint64_t offset, const std::string& path, std::uint64_t end) const
+    {
+        const std::string value = "holds offset " + std::to_string(offset);
+        if (offset < earliest_offset_) {
+            corrupt(path, value + ", before earliest.offset " + std::to_string(earliest_offset_));
+        }
+        if (offset > end) {
+            corrupt(path, value + ", ahead of the log (which ends at " + std::to_string(end) + ")");
+        }
+        const segment_position at = split_offset(offset, settings_.segment_size);
+        if (at.position < segment_header_size ||
+            !is_record_boundary(segment_at(at.segment_index).region.bytes(), at.position)) {
+            corrupt(path, value + ", which is not a record boundary");
+        }
+    }
+
+    settings settings_;
+    const std::string producer_path_;
+    const std::string earliest_path_;
+    const std::string offsets_folder_;
+
+    std::mutex append_mutex_;
+    std::vector<std::byte> payload_;            // guarded by append_mutex_
+    segment_file* tail_ = nullptr;              // guarded by append_mutex_
+    std::uint64_t tail_position_ = 0;           // guarded by append_mutex_
+    std::uint64_t flushed_position_ = 0;        // guarded by append_mutex_
+    bool tail_ended_ = false;                   // the tail holds a segment-end marker; append_mutex_
+    std::uint64_t checkpointed_offset_ = 0;     // guarded by append_mutex_
+    std::size_t unflushed_records_ = 0;         // guarded by append_mutex_
+    std::size_t records_since_checkpoint_ = 0;  // guarded by append_mutex_
+    std::atomic<bool> closed_{false};           // written under append_mutex_, groups_mutex_ and segments_mutex_
+    alignas(64) std::atomic<std::uint64_t> published_end_{0};
+
+    mutable std::shared_mutex segments_mutex_;
+    std::deque<std::unique_ptr<segment_file>> segments_;  // guarded by segments_mutex_
+    std::uint64_t first_segment_index_ = 0;               // guarded by segments_mutex_
+
+    mutable std::mutex groups_mutex_;
+    std::map<std::string, std::uint64_t, std::less<>> group_offsets_;  // every persisted group; groups_mutex_
+    std::list<cursor> cursors_;                                        // guarded by groups_mutex_
+    std::uint64_t earliest_offset_ = 0;                                // guarded by groups_mutex_
+};
+
+static_assert(storage_partition<mmap_partition<std::string>, std::string>);
+
+}  // namespace bufferqueue::detail
