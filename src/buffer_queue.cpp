@@ -4,27 +4,59 @@
 
 namespace bufferqueue {
 
-buffer_queue::buffer_queue(executor_type executor) : executor_(std::move(executor)) {}
+buffer_queue::buffer_queue(executor_type executor) : executor_(std::move(executor))
+{
+}
 
 buffer_queue::~buffer_queue()
 {
     close();
+    if (blocking_pool_) {
+        blocking_pool_->join();
+    }
+}
+
+boost::asio::any_io_executor buffer_queue::blocking_executor()
+{
+    std::unique_lock lock(mutex_);
+    if (!blocking_pool_) {
+        blocking_pool_ = std::make_unique<boost::asio::thread_pool>(2);
+    }
+    return blocking_pool_->get_executor();
+}
+
+namespace {
+
+void require_new(const std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>>& topics,
+                 bool closed, const std::string& topic, std::type_index type, const std::string& type_name)
+{
+    if (closed) {
+        throw error(errc::closed, "buffer_queue is closed: cannot add topic '" + topic + "'");
+    }
+    if (const auto found = topics.find(topic); found != topics.end()) {
+        for (const auto& existing : found->second) {
+            if (existing->item_type() == type) {
+                throw error(errc::topic_exists,
+                            "topic '" + topic + "' is already registered for item type " + type_name);
+            }
+        }
+    }
+}
+
+}  // namespace
+
+void buffer_queue::require_unregistered(const std::string& topic, std::type_index type,
+                                        const std::string& type_name) const
+{
+    std::shared_lock lock(mutex_);
+    require_new(topics_, closed_, topic, type, type_name);
 }
 
 void buffer_queue::add(std::shared_ptr<detail::topic_base> topic)
 {
     std::unique_lock lock(mutex_);
-    if (closed_) {
-        throw error(errc::closed, "buffer_queue is closed: cannot add topic '" + topic->name() + "'");
-    }
-    auto& registered = topics_[topic->name()];
-    for (const auto& existing : registered) {
-        if (existing->item_type() == topic->item_type()) {
-            throw error(errc::topic_exists, "topic '" + topic->name() + "' is already registered for item type " +
-                                                topic->item_type_name());
-        }
-    }
-    registered.push_back(std::move(topic));
+    require_new(topics_, closed_, topic->name(), topic->item_type(), topic->item_type_name());
+    topics_[topic->name()].push_back(std::move(topic));
 }
 
 std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, std::type_index type,
@@ -53,8 +85,8 @@ void buffer_queue::validate(const pull_consumer_options& options)
         throw error(errc::invalid_argument, "topic '" + options.topic + "': option 'group' must not be empty");
     }
     if (options.batch_size < 1) {
-        throw error(errc::invalid_argument,
-                    "topic '" + options.topic + "' group '" + options.group + "': option 'batch_size' must be at least 1");
+        throw error(errc::invalid_argument, "topic '" + options.topic + "' group '" + options.group +
+                                                "': option 'batch_size' must be at least 1");
     }
 }
 

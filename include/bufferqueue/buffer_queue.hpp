@@ -2,13 +2,16 @@
 #pragma once
 
 #include "bufferqueue/detail/config.hpp"
+
 #include "bufferqueue/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/memory_topic.hpp"
+#include "bufferqueue/mmap_topic.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include <boost/asio/thread_pool.hpp>
 
 #include <cstddef>
 #include <map>
@@ -28,6 +31,11 @@ namespace bufferqueue {
 ///
 /// Thread-safety: every member function is thread-safe. Registration takes a reader/writer lock;
 /// the produce and consume paths never touch it.
+///
+/// Threads: with the first persistent topic the queue starts a small pool of its own (two threads)
+/// where asynchronous `produce`, `consume` and `commit` on persistent topics do their blocking file
+/// I/O, so they never block an executor thread of the application; completions still run on the
+/// handler's executor. Destroying the queue joins that pool.
 class buffer_queue {
 public:
     using executor_type = boost::asio::any_io_executor;
@@ -47,6 +55,19 @@ public:
     void add_topic(memory_topic_options<T> options)
     {
         add(detail::make_memory_topic<T>(std::move(options), executor_));
+    }
+
+    /// Registers a persistent topic stored under `options.data_directory`, recovering what a previous
+    /// run left there. Throws `bufferqueue::error`: `errc::invalid_argument` naming the option at fault,
+    /// `errc::corrupt_data` naming the file and offset, `errc::io_error` (also when another queue, in
+    /// this process or another, has the topic folder open), `errc::topic_exists`, `errc::closed`.
+    /// Does file I/O: call it at start-up, not from a latency-sensitive executor thread.
+    template <class T>
+    void add_topic(mmap_topic_options<T> options)
+    {
+        // Checked before the folder is locked, so a duplicate is `topic_exists`, not a lock conflict.
+        require_unregistered(options.name, typeid(T), detail::readable_type_name<T>());
+        add(detail::make_mmap_topic<T>(std::move(options), executor_, blocking_executor()));
     }
 
     /// A producer for the topic (T, name). Throws `bufferqueue::error`: `errc::no_such_topic`, or
@@ -93,6 +114,8 @@ public:
 
 private:
     void add(std::shared_ptr<detail::topic_base> topic);
+    boost::asio::any_io_executor blocking_executor();
+    void require_unregistered(const std::string& topic, std::type_index type, const std::string& type_name) const;
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
     static void validate(const pull_consumer_options& options);
@@ -106,7 +129,8 @@ private:
     executor_type executor_;
     mutable std::shared_mutex mutex_;
     std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> topics_;  // by name
-    bool closed_ = false;  // guarded by mutex_
+    bool closed_ = false;                                                                          // guarded by mutex_
+    std::unique_ptr<boost::asio::thread_pool> blocking_pool_;  // made with the first persistent topic; mutex_
 };
 
 }  // namespace bufferqueue

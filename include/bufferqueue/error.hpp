@@ -14,19 +14,19 @@ namespace bufferqueue {
 /// `boost::system::error_code`; configuration mistakes throw `bufferqueue::error`.
 /// Both codes compare equal to the enumerator: `ec == bufferqueue::errc::queue_full`.
 enum class errc : int {
-    queue_full = 1,          ///< a bounded topic in `full_mode::fail` has no room for the input
-    no_such_topic,           ///< no topic of that name is registered for the item type
-    topic_exists,            ///< the (item type, topic name) pair is already registered
-    type_mismatch,           ///< the topic name is registered, but for other item types
-    group_exists,            ///< the consumer group already exists on that topic
-    too_many_consumers,      ///< more consumers requested than the topic has partitions (or zero)
-    auto_commit_enabled,     ///< `commit()` called on an auto-commit consumer
-    nothing_to_commit,       ///< `commit()` called before any batch was delivered
-    invalid_argument,        ///< an option or an argument is out of range
-    closed,                  ///< the queue, topic or consumer is closed
-    operation_in_progress,   ///< a second `consume()`/`commit()` while one is still pending on the consumer
-    corrupt_data,            ///< persisted data or a checkpoint failed validation
-    io_error,                ///< the operating system reported an I/O failure (disk full, EIO, ...)
+    queue_full = 1,         ///< a bounded topic in `full_mode::fail` has no room for the input
+    no_such_topic,          ///< no topic of that name is registered for the item type
+    topic_exists,           ///< the (item type, topic name) pair is already registered
+    type_mismatch,          ///< the topic name is registered, but for other item types
+    group_exists,           ///< the consumer group already exists on that topic
+    too_many_consumers,     ///< more consumers requested than the topic has partitions (or zero)
+    auto_commit_enabled,    ///< `commit()` called on an auto-commit consumer
+    nothing_to_commit,      ///< `commit()` called before any batch was delivered
+    invalid_argument,       ///< an option or an argument is out of range
+    closed,                 ///< the queue, topic or consumer is closed
+    operation_in_progress,  ///< a second `consume()`/`commit()` while one is still pending on the consumer
+    corrupt_data,           ///< persisted data or a checkpoint failed validation
+    io_error,               ///< the operating system reported an I/O failure (disk full, EIO, ...)
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.
@@ -46,19 +46,36 @@ inline boost::system::error_code make_error_code(errc e) noexcept
 class error : public std::system_error {
 public:
     /// Builds the exception; `message` should name what is at fault. Allocates.
-    error(errc code, const std::string& message) : std::system_error(std::error_code(make_error_code(code)), message)
-    {
-    }
+    error(errc code, const std::string& message) : std::system_error(std::error_code(make_error_code(code)), message) {}
 };
+
+namespace detail {
+
+/// The code of the exception being handled, for an asynchronous completion: a
+/// `bufferqueue::error`'s own code, `fallback` for anything else. Call inside a catch block.
+inline boost::system::error_code current_exception_code(errc fallback) noexcept
+{
+    try {
+        throw;
+    } catch (const error& failure) {
+        return {failure.code().value(), error_category()};
+    } catch (...) {
+        return make_error_code(fallback);
+    }
+}
+
+}  // namespace detail
 
 }  // namespace bufferqueue
 
 namespace boost::system {
 template <>
-struct is_error_code_enum<bufferqueue::errc> : std::true_type {};
+struct is_error_code_enum<bufferqueue::errc> : std::true_type {
+};
 }  // namespace boost::system
 
 namespace std {
 template <>
-struct is_error_code_enum<bufferqueue::errc> : true_type {};
+struct is_error_code_enum<bufferqueue::errc> : true_type {
+};
 }  // namespace std

@@ -22,8 +22,8 @@ inline void require_option(bool valid, std::string_view kind, const std::string&
                            const std::string& requirement)
 {
     if (!valid) {
-        throw error(errc::invalid_argument, std::string(kind) + " topic '" + topic + "': option '" +
-                                                std::string(option) + "' " + requirement);
+        throw error(errc::invalid_argument,
+                    std::string(kind) + " topic '" + topic + "': option '" + std::string(option) + "' " + requirement);
     }
 }
 
@@ -33,8 +33,7 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
 {
     constexpr std::string_view kind = "memory";
     require_option(!options.name.empty(), kind, options.name, "name", "must not be empty");
-    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name,
-                   "partitions",
+    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
                    "must be between 1 and " + std::to_string(max_partitions) + " (got " +
                        std::to_string(options.partitions) + ")");
     constexpr std::size_t max_segment_size = std::size_t{1} << 24;
@@ -42,8 +41,8 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
                    "segment_size",
                    "must be between 1 and " + std::to_string(max_segment_size) + " items (got " +
                        std::to_string(options.segment_size) + ")");
-    require_option(!options.bounded_capacity || *options.bounded_capacity >= 1, kind, options.name,
-                   "bounded_capacity", "must be at least 1 when set (got 0)");
+    require_option(!options.bounded_capacity || *options.bounded_capacity >= 1, kind, options.name, "bounded_capacity",
+                   "must be at least 1 when set (got 0)");
     require_option(options.full_mode == full_mode::wait || options.full_mode == full_mode::fail, kind, options.name,
                    "full_mode", "must be full_mode::wait or full_mode::fail");
 

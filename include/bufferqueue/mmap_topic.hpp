@@ -65,12 +65,12 @@ inline void validate_topic_folder_name(const std::string& name)
 /// topic. Throws `bufferqueue::error`: `invalid_argument` naming the option at fault, `corrupt_data`
 /// naming the file and offset, `io_error` (also when another queue holds the folder open).
 template <class T>
-std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor)
+std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
+                                          boost::asio::any_io_executor blocking_executor)
 {
     constexpr std::string_view kind = "mmap";
     validate_topic_folder_name(options.name);
-    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name,
-                   "partitions",
+    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
                    "must be between 1 and " + std::to_string(max_partitions) + " (got " +
                        std::to_string(options.partitions) + ")");
     require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
@@ -106,24 +106,26 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
     using slot = partition_slot<partition_type>;
     std::vector<std::unique_ptr<slot>> slots;
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        slots.push_back(std::make_unique<slot>(typename partition_type::settings{
-            .topic = options.name,
-            .partition = partition,
-            .folder = partition_folder(topic_folder, partition),
-            .segment_size = options.segment_size,
-            .flush = options.flush,
-            .flush_batch_size = options.flush_batch_size,
-            .max_retained_consumed_segments = options.max_retained_consumed_segments,
-            .serializer = options.serializer}));
+        slots.push_back(std::make_unique<slot>(
+            typename partition_type::settings{.topic = options.name,
+                                              .partition = partition,
+                                              .folder = partition_folder(topic_folder, partition),
+                                              .segment_size = options.segment_size,
+                                              .flush = options.flush,
+                                              .flush_batch_size = options.flush_batch_size,
+                                              .max_retained_consumed_segments = options.max_retained_consumed_segments,
+                                              .serializer = options.serializer}));
     }
     using topic_type = basic_topic<T, partition_type>;
-    return std::make_shared<topic_type>(typename topic_type::settings{.name = std::move(options.name),
-                                                                      .partition_key = std::move(options.partition_key),
-                                                                      .bounded_capacity = std::nullopt,
-                                                                      .full_mode = full_mode::wait,
-                                                                      .executor = std::move(executor),
-                                                                      .resources = std::move(lock)},
-                                        std::move(slots));
+    return std::make_shared<topic_type>(
+        typename topic_type::settings{.name = std::move(options.name),
+                                      .partition_key = std::move(options.partition_key),
+                                      .bounded_capacity = std::nullopt,
+                                      .full_mode = full_mode::wait,
+                                      .executor = std::move(executor),
+                                      .resources = std::move(lock),
+                                      .blocking_executor = std::move(blocking_executor)},
+        std::move(slots));
 }
 
 }  // namespace detail

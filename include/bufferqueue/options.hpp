@@ -15,6 +15,13 @@ enum class full_mode {
     fail,  ///< `produce` fails with `errc::queue_full`
 };
 
+/// When a persistent (mmap) topic forces appended records to disk (msync). Segment rollover and
+/// consumer commits are flush boundaries under both strategies.
+enum class flush_strategy {
+    immediate,  ///< every produce call flushes its records before it returns (the default)
+    batch,      ///< a partition flushes after every `flush_batch_size` records
+};
+
 /// Registration options of an in-memory topic of `T` (see `buffer_queue::add_topic`).
 /// Every field has a default; `name` must be set.
 template <class T>

@@ -17,9 +17,8 @@ namespace bufferqueue {
 /// Key types a `key_selector` may return: integers (not `bool`), floating-point values that hold
 /// finite integers, and UTF-8 strings (`std::string`, `std::string_view`, `const char*`).
 template <class Key>
-concept partition_key_type =
-    (std::integral<Key> && !std::same_as<Key, bool>) || std::floating_point<Key> ||
-    std::convertible_to<const Key&, std::string_view>;
+concept partition_key_type = (std::integral<Key> && !std::same_as<Key, bool>) || std::floating_point<Key> ||
+                             std::convertible_to<const Key&, std::string_view>;
 
 /// Routes an integer key: the normalized mathematical modulo of (key - 1) by `partitions`, so
 /// zero and negative keys work (16 partitions: 17 -> 0, 16 -> 15, 0 -> 15, -1 -> 14).
@@ -74,8 +73,12 @@ constexpr std::uint32_t partition_for_key(std::string_view key, std::uint32_t pa
             ++units;
         }
     };
-    const auto byte_at = [&](std::size_t index) { return static_cast<std::uint32_t>(static_cast<unsigned char>(key[index])); };
-    const auto is_continuation = [&](std::size_t index) { return index < key.size() && (byte_at(index) & 0xC0U) == 0x80U; };
+    const auto byte_at = [&](std::size_t index) {
+        return static_cast<std::uint32_t>(static_cast<unsigned char>(key[index]));
+    };
+    const auto is_continuation = [&](std::size_t index) {
+        return index < key.size() && (byte_at(index) & 0xC0U) == 0x80U;
+    };
 
     std::size_t position = 0;
     while (position < key.size() && units < units_used) {
@@ -107,7 +110,8 @@ constexpr std::uint32_t partition_for_key(std::string_view key, std::uint32_t pa
                 code_point = (code_point << 6) | (byte_at(position + extra) & 0x3FU);
             }
         }
-        if (valid && (code_point < minimum || code_point > 0x10FFFFU || (code_point >= 0xD800U && code_point <= 0xDFFFU))) {
+        if (valid &&
+            (code_point < minimum || code_point > 0x10FFFFU || (code_point >= 0xD800U && code_point <= 0xDFFFU))) {
             valid = false;
         }
         if (!valid) {

@@ -13,6 +13,7 @@
 #include <ranges>
 #include <span>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -34,7 +35,9 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 /// `errc::invalid_argument` for a floating key that is not an integer) and whatever the key
 /// selector throws. `produce` throws the same from the call itself (the key is computed eagerly),
 /// and otherwise completes with a `boost::system::error_code`: `errc::queue_full` (fail mode),
-/// `errc::closed`, or `boost::asio::error::operation_aborted` when the queue closes while it waits.
+/// `errc::closed`, `boost::asio::error::operation_aborted` when the queue closes while it waits,
+/// `errc::io_error` when a persistent topic cannot store the items (nothing unstored is
+/// acknowledged), `errc::invalid_argument` for a record larger than a segment or a throwing copy.
 /// Under `use_awaitable` a failure is thrown as `boost::system::system_error`.
 template <class T>
 class producer {
@@ -101,11 +104,23 @@ public:
             initiate_produce{}, token, topic_, std::vector<T>(), items, std::move(partitions));
     }
 
+    /// Takes ownership of a vector, so a temporary batch is safe with any completion token (the span
+    /// overload would leave it dangling while the operation waits). Otherwise as the span overload.
+    template <class CompletionToken = default_completion_token>
+    auto produce(std::vector<T>&& items, CompletionToken&& token = default_completion_token())
+    {
+        std::vector<std::uint32_t> partitions;
+        route(std::span<const T>(items), partitions);
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            initiate_produce{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions));
+    }
+
     /// Copies any input range once (the counterpart of the seed's IEnumerable overloads), then
     /// produces it as one batch.
     template <std::ranges::input_range Range, class CompletionToken = default_completion_token>
         requires(std::convertible_to<std::ranges::range_reference_t<Range>, T> &&
-                 !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&>)
+                 !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&> &&
+                 !std::same_as<Range, std::vector<T>>)
     auto produce(Range&& items, CompletionToken&& token = default_completion_token())
     {
         std::vector<T> copied = materialize(std::forward<Range>(items));
@@ -121,6 +136,15 @@ private:
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
                         std::optional<std::uint32_t> partition) const
         {
+            if (const auto* blocking = topic->blocking_executor()) {
+                detail::complete_after_blocking_work<boost::system::error_code>(
+                    std::forward<Handler>(handler), topic->executor(), *blocking,
+                    [topic, item = std::move(item), partition] {
+                        return std::tuple(
+                            store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr));
+                    });
+                return;
+            }
             const std::span<const T> input(&item, 1);
             if (run(handler, topic, input, partition ? &*partition : nullptr)) {
                 std::vector<T> owned;
@@ -139,12 +163,38 @@ private:
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
                         std::span<const T> items, std::vector<std::uint32_t> partitions) const
         {
+            if (const auto* blocking = topic->blocking_executor()) {
+                detail::complete_after_blocking_work<boost::system::error_code>(
+                    std::forward<Handler>(handler), topic->executor(), *blocking,
+                    [topic, owned = std::move(owned), items, partitions = std::move(partitions)] {
+                        const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
+                        return std::tuple(store_now(*topic, input, partitions.empty() ? nullptr : partitions.data()));
+                    });
+                return;
+            }
             const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
             if (run(handler, topic, input, partitions.empty() ? nullptr : partitions.data())) {
                 wait(std::forward<Handler>(handler), topic, std::move(owned), items, std::move(partitions));
             }
         }
     };
+
+    // Stores everything now, for storage that never waits for room (persistent topics).
+    static boost::system::error_code store_now(detail::topic<T>& topic, std::span<const T> input,
+                                               const std::uint32_t* partitions)
+    {
+        try {
+            switch (topic.produce_now(input, partitions, false)) {
+            case detail::produce_outcome::done: return {};
+            case detail::produce_outcome::closed: return errc::closed;
+            case detail::produce_outcome::no_room:
+            case detail::produce_outcome::must_wait: return errc::queue_full;
+            }
+        } catch (...) {
+            return detail::current_exception_code(errc::invalid_argument);
+        }
+        return {};
+    }
 
     // Stores what fits now and completes; true when the operation must wait for room instead.
     template <class Handler>
@@ -160,7 +210,8 @@ private:
             case detail::produce_outcome::must_wait: return true;
             }
         } catch (...) {
-            result = errc::invalid_argument;  // T's copy constructor threw
+            // A storage failure (errc::io_error), or T's copy constructor threw.
+            result = detail::current_exception_code(errc::invalid_argument);
         }
         detail::post_completion(std::move(handler), topic->executor(), result);
         return false;
@@ -170,10 +221,10 @@ private:
     static void wait(Handler&& handler, const std::shared_ptr<detail::topic<T>>& topic, std::vector<T> owned,
                      std::span<const T> items, std::vector<std::uint32_t> partitions)
     {
-        topic->produce_waiting(std::make_unique<detail::produce_operation<T>>(
-            detail::make_pending_completion<boost::system::error_code>(std::forward<Handler>(handler),
-                                                                       topic->executor()),
-            std::move(owned), items, std::move(partitions)));
+        topic->produce_waiting(
+            std::make_unique<detail::produce_operation<T>>(detail::make_pending_completion<boost::system::error_code>(
+                                                               std::forward<Handler>(handler), topic->executor()),
+                                                           std::move(owned), items, std::move(partitions)));
     }
 
     template <class Range>

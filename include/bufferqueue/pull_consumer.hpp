@@ -84,7 +84,7 @@ public:
     auto commit(CompletionToken&& token = default_completion_token())
     {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(initiate_commit{}, token,
-                                                                                            require_state());
+                                                                                             require_state());
     }
 
     /// Aborts a pending `consume()` and rejects later calls with `errc::closed`; the group keeps its
@@ -108,6 +108,20 @@ private:
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
+            if (const auto* blocking = state->blocking_executor()) {
+                // Persistent topics: the pull, and an auto-commit's fsync, run off the caller's executor.
+                auto completion = detail::make_pending_completion<boost::system::error_code, batch<T>>(
+                    std::forward<Handler>(handler), state->default_executor());
+                boost::asio::post(*blocking, [state, completion = std::move(completion)]() mutable {
+                    detail::consume_attempt<T> attempt = state->begin_consume(true);
+                    if (attempt.error || attempt.delivered) {
+                        completion->complete(attempt.error, attempt.delivered.value_or(batch<T>()));
+                    } else {
+                        state->wait(std::move(completion));
+                    }
+                });
+                return;
+            }
             detail::consume_attempt<T> attempt = state->begin_consume(true);
             if (attempt.error || attempt.delivered) {
                 detail::post_completion(std::forward<Handler>(handler), state->default_executor(), attempt.error,
@@ -123,6 +137,12 @@ private:
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
+            if (const auto* blocking = state->blocking_executor()) {
+                detail::complete_after_blocking_work<boost::system::error_code>(
+                    std::forward<Handler>(handler), state->default_executor(), *blocking,
+                    [state] { return std::tuple(state->commit()); });
+                return;
+            }
             const boost::system::error_code result = state->commit();
             detail::post_completion(std::forward<Handler>(handler), state->default_executor(), result);
         }

@@ -52,6 +52,9 @@ struct pull_result {
 /// - `commit(cursor, next_offset)` persists progress; it returns how many items stopped being held
 ///   for every group (capacity the topic may give back).
 /// - `has_data(cursor)` says whether `pull` would return something now.
+/// - `close()` releases files and mappings; later appends fail with `errc::closed` and pulls return
+///   nothing. Called once the topic is closed, possibly while other threads still call in.
+// clang-format off
 template <class Partition, class T>
 concept storage_partition = requires(Partition& partition, const Partition& const_partition,
                                      typename Partition::cursor& cursor, const item_source<T>& source,
@@ -64,6 +67,8 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
     { partition.commit(cursor, offset) } -> std::same_as<std::uint64_t>;
     { partition.release_batch(cursor) } noexcept;
     { const_partition.has_data(cursor) } noexcept -> std::same_as<bool>;
+    { partition.close() } noexcept;
 };
+// clang-format on
 
 }  // namespace bufferqueue

@@ -52,12 +52,17 @@ public:
         std::optional<std::size_t> bounded_capacity;
         bufferqueue::full_mode full_mode = bufferqueue::full_mode::wait;
         boost::asio::any_io_executor executor;
+        /// Held until the topic closes, after its partitions (for example a directory lock).
+        std::shared_ptr<void> resources{};
+        /// Runs the blocking file I/O of asynchronous operations; empty when storage never blocks.
+        std::optional<boost::asio::any_io_executor> blocking_executor{};
     };
 
     basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
-          executor_(std::move(configuration.executor)), slots_(std::move(slots))
+          executor_(std::move(configuration.executor)), slots_(std::move(slots)),
+          resources_(std::move(configuration.resources)), blocking_executor_(std::move(configuration.blocking_executor))
     {
         if (configuration.bounded_capacity) {
             gate_.emplace(*configuration.bounded_capacity);
@@ -72,6 +77,10 @@ public:
     std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
     const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
     const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
+    const boost::asio::any_io_executor* blocking_executor() const noexcept override
+    {
+        return blocking_executor_ ? &*blocking_executor_ : nullptr;
+    }
     bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
     slot_type& slot(std::size_t partition) noexcept { return *slots_[partition]; }
 
@@ -93,6 +102,10 @@ public:
                 consumer->close();
             }
         }
+        for (const auto& slot : slots_) {
+            slot->storage.close();
+        }
+        resources_.reset();
     }
 
     produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) override
@@ -116,11 +129,12 @@ public:
     void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
     {
         auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation));
+        waiter->watch_cancellation();
         waiter->run();
     }
 
     std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
-                                                                  std::size_t count) override
+                                                                    std::size_t count) override
     {
         const std::size_t partitions = slots_.size();
         if (count < 1 || count > partitions) {
@@ -248,8 +262,7 @@ private:
         for (std::size_t partition = 0; partition < partition_total; ++partition) {
             const std::size_t count = starts[partition + 1] - starts[partition];
             if (count != 0) {
-                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition]},
-                          stored);
+                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition]}, stored);
             }
         }
     }
@@ -298,6 +311,17 @@ private:
             });
         }
 
+        // Per-operation cancellation while queued for room: earlier slices stay stored; the slice
+        // being waited for is not.
+        void watch_cancellation()
+        {
+            operation_->completion().on_cancel([this] {
+                if (topic_->gate_->remove(*this)) {
+                    aborted();
+                }
+            });
+        }
+
         void aborted() noexcept override
         {
             boost::asio::post(operation_->completion().executor(),
@@ -314,7 +338,7 @@ private:
                 topic_->append_admitted(operation_->items().subspan(done_, count),
                                         partitions != nullptr ? partitions + done_ : nullptr);
             } catch (...) {
-                finish(errc::invalid_argument);
+                finish(current_exception_code(errc::invalid_argument));
                 return false;
             }
             done_ += count;
@@ -339,6 +363,8 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
     std::optional<capacity_gate> gate_;
+    std::shared_ptr<void> resources_;  // released by close()
+    const std::optional<boost::asio::any_io_executor> blocking_executor_;
 
     alignas(64) std::atomic<std::uint64_t> round_robin_{0};
     alignas(64) std::atomic<bool> closed_{false};
@@ -361,6 +387,12 @@ const boost::asio::any_io_executor& shared_consumer<T, Partition>::default_execu
 }
 
 template <class T, class Partition>
+const boost::asio::any_io_executor* shared_consumer<T, Partition>::blocking_executor() const noexcept
+{
+    return topic_->blocking_executor();
+}
+
+template <class T, class Partition>
 bool shared_consumer<T, Partition>::is_closed() const noexcept
 {
     return closed_.load(std::memory_order_acquire) || topic_->is_closed();
@@ -372,8 +404,8 @@ boost::system::error_code shared_consumer<T, Partition>::commit_position(std::si
     const assignment& each = assignments_[index];
     try {
         topic_->release_capacity(each.storage->commit(*each.cursor, next_offset));
-    } catch (const error& failure) {
-        return {failure.code().value(), error_category()};
+    } catch (...) {
+        return current_exception_code(errc::io_error);
     }
     return {};
 }

@@ -50,7 +50,8 @@ public:
             if (count > capacity_ - used) {
                 return false;
             }
-        } while (!used_.compare_exchange_weak(used, used + count, std::memory_order_acq_rel, std::memory_order_relaxed));
+        } while (
+            !used_.compare_exchange_weak(used, used + count, std::memory_order_acq_rel, std::memory_order_relaxed));
         return true;
     }
 

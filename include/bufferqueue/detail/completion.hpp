@@ -3,8 +3,10 @@
 
 #include "bufferqueue/detail/config.hpp"
 
+#include <functional>
 #include <memory>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace bufferqueue::detail {
@@ -38,30 +40,68 @@ public:
     /// The executor the handler runs on, with work tracked; continuations are posted here.
     const boost::asio::any_io_executor& executor() const noexcept { return work_; }
 
+    /// Arranges for `cancel` to run when the handler's cancellation slot (Boost 1.77 and later) emits
+    /// a cancellation while the operation waits; replaces an earlier `cancel`. Does nothing when the
+    /// handler has no slot. `complete` disconnects it. Like Asio's own operations, expects the
+    /// signal to be emitted from the handler's executor.
+    virtual void on_cancel(std::function<void()> cancel) = 0;
+
 protected:
     explicit pending_completion(boost::asio::any_io_executor work) : work_(std::move(work)) {}
 
     boost::asio::any_io_executor work_;
 };
 
+/// The executor a waiting operation's continuations run on, with work tracked: the handler's associated
+/// executor, or - when that is no `any_io_executor` (`use_future`'s promise executor) - the system
+/// executor, where such a handler completes anyway (nobody has to run an `io_context` for it).
+template <class Handler>
+boost::asio::any_io_executor continuation_executor(const Handler& handler, const boost::asio::any_io_executor& fallback)
+{
+    using associated = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
+    if constexpr (std::is_constructible_v<boost::asio::any_io_executor, associated>) {
+        return boost::asio::prefer(
+            boost::asio::any_io_executor(boost::asio::get_associated_executor(handler, fallback)),
+            boost::asio::execution::outstanding_work.tracked);
+    } else {
+        return boost::asio::require(boost::asio::system_executor(), boost::asio::execution::blocking.never);
+    }
+}
+
 template <class Handler, class... Args>
 class handler_completion final : public pending_completion<Args...> {
 public:
     handler_completion(Handler handler, const boost::asio::any_io_executor& fallback)
-        : pending_completion<Args...>(boost::asio::prefer(
-              boost::asio::any_io_executor(boost::asio::get_associated_executor(handler, fallback)),
-              boost::asio::execution::outstanding_work.tracked)),
-          handler_(std::move(handler))
+        : pending_completion<Args...>(continuation_executor(handler, fallback)), handler_(std::move(handler))
     {
+    }
+
+    void on_cancel([[maybe_unused]] std::function<void()> cancel) override
+    {
+#if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
+        auto slot = boost::asio::get_associated_cancellation_slot(handler_);
+        if (slot.is_connected()) {
+            slot.assign([cancel = std::move(cancel)](boost::asio::cancellation_type type) {
+                if (type != boost::asio::cancellation_type::none) {
+                    cancel();
+                }
+            });
+        }
+#endif
     }
 
     void complete(Args... args) override
     {
+#if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
+        if (auto slot = boost::asio::get_associated_cancellation_slot(handler_); slot.is_connected()) {
+            slot.clear();
+        }
+#endif
         auto executor = boost::asio::get_associated_executor(handler_, this->work_);
-        boost::asio::post(executor, [handler = std::move(handler_),
-                                     arguments = std::make_tuple(std::move(args)...)]() mutable {
-            std::apply(std::move(handler), std::move(arguments));
-        });
+        boost::asio::post(executor,
+                          [handler = std::move(handler_), arguments = std::make_tuple(std::move(args)...)]() mutable {
+                              std::apply(std::move(handler), std::move(arguments));
+                          });
         this->work_ = boost::asio::any_io_executor();
     }
 
@@ -76,6 +116,19 @@ std::unique_ptr<pending_completion<Args...>> make_pending_completion(Handler&& h
 {
     return std::make_unique<handler_completion<std::decay_t<Handler>, Args...>>(std::forward<Handler>(handler),
                                                                                 fallback);
+}
+
+/// Runs `work` on `blocking` (a thread where file I/O may block) and completes `handler` with the
+/// tuple of arguments it returns, on the handler's executor. The handler's executor keeps outstanding
+/// work meanwhile.
+template <class... Args, class Handler, class Work>
+void complete_after_blocking_work(Handler&& handler, const boost::asio::any_io_executor& fallback,
+                                  const boost::asio::any_io_executor& blocking, Work work)
+{
+    auto completion = make_pending_completion<Args...>(std::forward<Handler>(handler), fallback);
+    boost::asio::post(blocking, [completion = std::move(completion), work = std::move(work)]() mutable {
+        std::apply([&completion](auto&&... results) { completion->complete(std::move(results)...); }, work());
+    });
 }
 
 }  // namespace bufferqueue::detail

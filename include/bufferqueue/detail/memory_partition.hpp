@@ -26,10 +26,7 @@ namespace bufferqueue::detail {
 /// constructed prefix [0, published end - base).
 template <class T>
 struct memory_segment {
-    explicit memory_segment(std::size_t capacity)
-        : capacity(capacity), items(std::allocator<T>().allocate(capacity))
-    {
-    }
+    explicit memory_segment(std::size_t capacity) : capacity(capacity), items(std::allocator<T>().allocate(capacity)) {}
     memory_segment(const memory_segment&) = delete;
     memory_segment& operator=(const memory_segment&) = delete;
     ~memory_segment() { std::allocator<T>().deallocate(items, capacity); }
@@ -151,7 +148,8 @@ public:
             segment = segment->next.load(std::memory_order_acquire);
             reader.segment.store(segment, std::memory_order_release);
         }
-        const auto count = static_cast<std::size_t>(std::min<std::uint64_t>({max_items, end - position, segment->end() - position}));
+        const auto count =
+            static_cast<std::size_t>(std::min<std::uint64_t>({max_items, end - position, segment->end() - position}));
         reader.pinned.store(position, std::memory_order_release);
         return {{segment->items + (position - segment->base), count}, position + count};
     }
@@ -204,6 +202,9 @@ public:
         return published_end_.load(std::memory_order_acquire) > reader.committed.load(std::memory_order_relaxed);
     }
 
+    /// Memory holds no outside resources: items stay until the partition is destroyed.
+    void close() noexcept {}
+
     /// Logical offset one past the newest item.
     std::uint64_t end_offset() const noexcept { return published_end_.load(std::memory_order_acquire); }
 
@@ -212,7 +213,8 @@ public:
     {
         std::scoped_lock lock(groups_mutex_, free_mutex_);
         std::size_t count = free_segments_.size();
-        for (memory_segment<T>* segment = head_; segment != nullptr; segment = segment->next.load(std::memory_order_acquire)) {
+        for (memory_segment<T>* segment = head_; segment != nullptr;
+             segment = segment->next.load(std::memory_order_acquire)) {
             ++count;
         }
         return count;

@@ -43,7 +43,13 @@ public:
         }
     }
 
-    ~shared_consumer() override { release_held_batch(); }
+    /// Leaves every partition signal: a wake-up dropped with its executor (the io_context destroyed
+    /// before running it) leaves the consumer registered with the partitions that did not signal.
+    ~shared_consumer() override
+    {
+        unregister();
+        release_held_batch();
+    }
 
     consume_attempt<T> begin_consume(bool will_wait) override
     {
@@ -55,6 +61,10 @@ public:
             return {make_error_code(errc::closed), {}};
         }
         release_held_batch();
+        {
+            std::lock_guard lock(mutex_);
+            cancel_requested_ = false;
+        }
         boost::system::error_code error;
         auto delivered = scan(error);
         if (delivered || error || !will_wait) {
@@ -66,6 +76,11 @@ public:
 
     void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) override
     {
+        completion->on_cancel([weak = this->weak_from_this()] {
+            if (auto self = weak.lock()) {
+                self->cancel_wait();
+            }
+        });
         for (;;) {
             {
                 std::lock_guard lock(mutex_);
@@ -81,13 +96,13 @@ public:
             }
             if (!retry) {
                 std::lock_guard lock(mutex_);
-                if (!notified_ && !closed_.load(std::memory_order_relaxed)) {
+                if (!notified_ && !cancel_requested_ && !closed_.load(std::memory_order_relaxed)) {
                     pending_ = std::move(completion);
                     return;
                 }
             }
             unregister();
-            if (is_closed()) {
+            if (is_closed() || cancellation_requested()) {
                 finish(std::move(completion), boost::asio::error::operation_aborted, {});
                 return;
             }
@@ -141,6 +156,7 @@ public:
     const std::string& group_name() const noexcept override { return group_; }
     const std::vector<std::size_t>& partitions() const noexcept override { return partition_numbers_; }
     const boost::asio::any_io_executor& default_executor() const noexcept override;
+    const boost::asio::any_io_executor* blocking_executor() const noexcept override;
 
 private:
     bool is_closed() const noexcept;
@@ -154,12 +170,36 @@ private:
             resumed = std::move(pending_);
         }
         if (resumed) {
-            const boost::asio::any_io_executor executor = resumed->executor();
+            // The pull (and an auto-commit's file I/O) runs where blocking is allowed.
+            const boost::asio::any_io_executor* blocking = blocking_executor();
+            const boost::asio::any_io_executor executor = blocking != nullptr ? *blocking : resumed->executor();
             boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
                 self->unregister();
                 self->wait(std::move(resumed));
             });
         }
+    }
+
+    // Per-operation cancellation: completes the waiting consume with operation_aborted; nothing was
+    // pulled for it, so nothing is lost or delivered twice.
+    void cancel_wait() noexcept
+    {
+        std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> cancelled;
+        {
+            std::lock_guard lock(mutex_);
+            cancel_requested_ = true;
+            cancelled = std::move(pending_);
+        }
+        if (cancelled) {
+            unregister();
+            finish(std::move(cancelled), boost::asio::error::operation_aborted, {});
+        }
+    }
+
+    bool cancellation_requested() noexcept
+    {
+        std::lock_guard lock(mutex_);
+        return cancel_requested_;
     }
 
     void unregister() noexcept
@@ -184,7 +224,13 @@ private:
         for (std::size_t step = 0; step < count; ++step) {
             const std::size_t index = (ring_position_ + step) % count;
             const assignment& each = assignments_[index];
-            pull_result<T> pulled = each.storage->pull(*each.cursor, batch_size_);
+            pull_result<T> pulled;
+            try {
+                pulled = each.storage->pull(*each.cursor, batch_size_);
+            } catch (...) {
+                error = current_exception_code(errc::corrupt_data);
+                return std::nullopt;
+            }
             if (pulled.items.empty()) {
                 continue;
             }
@@ -236,8 +282,9 @@ private:
 
     spin_mutex mutex_;
     std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> pending_;  // guarded by mutex_
-    bool notified_ = false;                                                            // guarded by mutex_
-    std::atomic<bool> closed_{false};                                                  // written under mutex_
+    bool notified_ = false;                                                             // guarded by mutex_
+    bool cancel_requested_ = false;                                                     // guarded by mutex_
+    std::atomic<bool> closed_{false};                                                   // written under mutex_
 };
 
 }  // namespace bufferqueue::detail

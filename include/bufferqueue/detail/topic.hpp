@@ -90,6 +90,8 @@ public:
     virtual const std::string& group_name() const noexcept = 0;
     virtual const std::vector<std::size_t>& partitions() const noexcept = 0;
     virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
+    /// See `topic::blocking_executor`.
+    virtual const boost::asio::any_io_executor* blocking_executor() const noexcept = 0;
 
 protected:
     consumer_base() = default;
@@ -102,16 +104,18 @@ public:
     virtual std::uint32_t partition_count() const noexcept = 0;
     virtual const key_selector<T>& partition_key() const noexcept = 0;
     virtual const boost::asio::any_io_executor& executor() const noexcept = 0;
+    /// Where asynchronous operations do blocking file I/O (msync, fsync, rename), so they never block
+    /// an executor thread of the application; null when the storage never blocks (memory).
+    virtual const boost::asio::any_io_executor* blocking_executor() const noexcept = 0;
 
     /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null
     /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`.
-    virtual produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions,
-                                        bool allow_wait) = 0;
+    virtual produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) = 0;
     /// Waits for room (wait mode) and stores the operation's items, then completes it.
     virtual void produce_waiting(std::unique_ptr<produce_operation<T>> operation) = 0;
 
     virtual std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
-                                                                          std::size_t count) = 0;
+                                                                            std::size_t count) = 0;
 };
 
 }  // namespace bufferqueue::detail

@@ -1,0 +1,121 @@
+// Quickstart: in-memory topics, producers on several threads, pull consumers in coroutines with
+// auto and manual commit. Run it with `scripts/run example`.
+#include <bufferqueue/bufferqueue.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <atomic>
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bq = bufferqueue;
+
+struct order {
+    int customer_id = 0;
+    double total = 0;
+};
+
+// [quickstart]
+int main()
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+
+    // Orders of one customer always go to one partition and keep their order there.
+    queue.add_topic(bq::memory_topic_options<order>{
+        .name = "orders", .partitions = 4, .partition_key = [](const order& o) { return o.customer_id; }});
+    // Audit lines are routed round-robin; at most 1,000 may wait for their consumers.
+    queue.add_topic(bq::memory_topic_options<std::string>{
+        .name = "audit", .partitions = 2, .bounded_capacity = 1'000, .full_mode = bq::full_mode::wait});
+
+    constexpr int producer_threads = 3;
+    constexpr int orders_per_thread = 1'000;
+    constexpr int total_orders = producer_threads * orders_per_thread;
+
+    // Consumers: "billing" commits by hand (at-least-once), "audit-log" commits on pull (at-most-once).
+    std::vector<bq::pull_consumer<order>> billing = queue.create_pull_consumers<order>(
+        {.topic = "orders", .group = "billing", .auto_commit = false, .batch_size = 100}, 2);
+    bq::pull_consumer<std::string> audit_log =
+        queue.create_pull_consumer<std::string>({.topic = "audit", .group = "audit-log", .auto_commit = true});
+
+    std::atomic<int> billed{0};
+    std::atomic<int> batches{0};
+    double revenue = 0;
+    for (auto& consumer : billing) {
+        boost::asio::co_spawn(
+            io,
+            [&]() -> boost::asio::awaitable<void> {
+                while (billed.load() < total_orders) {
+                    bq::batch<order> batch = co_await consumer.consume();  // suspends while empty
+                    for (const order& o : batch) {
+                        revenue += o.total;
+                    }
+                    co_await consumer.commit();  // without this, the batch would be delivered again
+                    billed += static_cast<int>(batch.size());
+                    ++batches;
+                }
+                if (billed.load() == total_orders) {
+                    queue.close();  // wakes the other consumers with operation_aborted
+                }
+            },
+            [](std::exception_ptr error) {
+                try {
+                    if (error) {
+                        std::rethrow_exception(error);
+                    }
+                } catch (const boost::system::system_error& failure) {
+                    if (failure.code() != boost::asio::error::operation_aborted) {
+                        throw;
+                    }
+                }
+            });
+    }
+
+    int audited = 0;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+            for (;;) {
+                bq::batch<std::string> lines = co_await audit_log.consume();
+                audited += static_cast<int>(lines.size());
+            }
+        },
+        [](std::exception_ptr) {});  // ends with operation_aborted when the queue closes
+
+    // Producers on several threads share one producer handle per topic.
+    bq::producer<order> orders = queue.producer<order>("orders");
+    bq::producer<std::string> audit = queue.producer<std::string>("audit");
+    std::vector<std::thread> producers;
+    for (int thread = 0; thread < producer_threads; ++thread) {
+        producers.emplace_back([&, thread] {
+            audit.try_produce("producer " + std::to_string(thread) + " started");
+            std::vector<order> chunk;
+            for (int i = 0; i < orders_per_thread; ++i) {
+                chunk.push_back({.customer_id = thread * 100 + i % 10, .total = 1.0});
+                if (chunk.size() == 50) {
+                    orders.try_produce(std::span<const order>(chunk));  // one batch, routed per item
+                    chunk.clear();
+                }
+            }
+        });
+    }
+    std::thread runner([&] { io.run(); });
+    for (auto& producer : producers) {
+        producer.join();
+    }
+    runner.join();
+
+    std::printf("quickstart: produced %d orders from %d threads\n", total_orders, producer_threads);
+    std::printf("quickstart: billing (manual commit) consumed %d orders in %d batches, revenue %.0f\n", billed.load(),
+                batches.load(), revenue);
+    std::printf("quickstart: audit-log (auto commit) consumed %d lines\n", audited);
+    const bool complete = billed.load() == total_orders && revenue == total_orders;
+    std::printf("quickstart: %s\n", complete ? "done" : "FAILED");
+    return complete ? 0 : 1;
+}
+// [quickstart]

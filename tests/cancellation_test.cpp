@@ -1,0 +1,90 @@
+// Per-operation cancellation through Asio cancellation slots (Boost 1.77 and later). Boost 1.74, which
+// Debian 12 ships, has no slots: there a waiting operation is cancelled by closing its consumer or the
+// queue, which pull_consumer_test.cpp and capacity_test.cpp cover.
+#include "bufferqueue/pull_consumer.hpp"
+
+#include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/producer.hpp"
+
+#include "catch.hpp"
+
+#if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
+
+#include <boost/asio/bind_cancellation_slot.hpp>
+#include <boost/asio/cancellation_signal.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <optional>
+#include <vector>
+
+namespace bq = bufferqueue;
+
+TEST_CASE("pull consumer: a waiting consume is cancelled through its cancellation slot and loses nothing",
+          "[consumer][memory][cancellation]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "numbers", .partitions = 2});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "numbers", .group = "readers"});
+    auto producer = queue.producer<int>("numbers");
+
+    boost::asio::cancellation_signal signal;
+    std::optional<boost::system::error_code> result;
+    consumer.consume(boost::asio::bind_cancellation_slot(
+        signal.slot(), [&](boost::system::error_code error, bq::batch<int>) { result = error; }));
+    io.poll();
+    REQUIRE_FALSE(result.has_value());
+
+    signal.emit(boost::asio::cancellation_type::terminal);
+    io.poll();
+    REQUIRE(result.has_value());
+    CHECK(*result == boost::asio::error::operation_aborted);
+
+    // The consumer stays usable and the item produced afterwards is delivered once.
+    REQUIRE(producer.try_produce(7));
+    std::vector<int> received;
+    consumer.consume([&](boost::system::error_code error, bq::batch<int> batch) {
+        REQUIRE_FALSE(error);
+        received.assign(batch.begin(), batch.end());
+    });
+    io.restart();
+    io.poll();
+    CHECK(received == std::vector<int>{7});
+}
+
+TEST_CASE("producer: a produce waiting for room is cancelled through its cancellation slot and stores nothing",
+          "[producer][memory][capacity][cancellation]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "bounded", .partitions = 1, .bounded_capacity = 2});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "readers", .batch_size = 10});
+    auto producer = queue.producer<int>("bounded");
+    REQUIRE(producer.try_produce(1));
+    REQUIRE(producer.try_produce(2));
+
+    boost::asio::cancellation_signal signal;
+    std::optional<boost::system::error_code> result;
+    producer.produce(3, boost::asio::bind_cancellation_slot(signal.slot(),
+                                                            [&](boost::system::error_code error) { result = error; }));
+    io.poll();
+    REQUIRE_FALSE(result.has_value());
+
+    signal.emit(boost::asio::cancellation_type::terminal);
+    io.poll();
+    REQUIRE(result.has_value());
+    CHECK(*result == boost::asio::error::operation_aborted);
+
+    // Committing returns the room; the cancelled item never appears.
+    const auto batch = consumer.try_consume();
+    REQUIRE(batch.has_value());
+    CHECK(std::vector<int>(batch->begin(), batch->end()) == std::vector<int>{1, 2});
+    bool committed = false;
+    consumer.commit([&](boost::system::error_code error) { committed = !error; });
+    io.restart();
+    io.poll();
+    CHECK(committed);
+    CHECK_FALSE(consumer.try_consume().has_value());
+}
+
+#endif
