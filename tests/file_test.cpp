@@ -1,6 +1,7 @@
 #include "bufferqueue/detail/file.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include "bufferqueue/error.hpp"
 
@@ -25,61 +26,12 @@
 
 namespace {
 
+using bufferqueue::test::error_from;
+using bufferqueue::test::missing_from;
+using bufferqueue::test::temporary_directory;
+
 namespace detail = bufferqueue::detail;
 using bufferqueue::errc;
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class temporary_directory {
-public:
-    temporary_directory()
-    {
-        std::string pattern = (std::filesystem::temp_directory_path() / "bufferqueue-file-test-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            throw std::runtime_error("mkdtemp failed");
-        }
-        path_ = pattern;
-    }
-
-    ~temporary_directory()
-    {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-
-    temporary_directory(const temporary_directory&) = delete;
-    temporary_directory& operator=(const temporary_directory&) = delete;
-
-    const std::string& path() const { return path_; }
-
-    std::string file(const std::string& name) const { return path_ + "/" + name; }
-
-private:
-    std::string path_;
-};
-
-template <typename Function>
-std::optional<bufferqueue::error> error_from(Function&& function)
-{
-    try {
-        function();
-    } catch (const bufferqueue::error& failure) {
-        return failure;
-    }
-    return std::nullopt;
-}
-
-// Empty when `text` contains every one of `parts`; otherwise names the missing parts and quotes
-// `text`, so a failed CHECK(missing_from(...) == "") shows what the message lacked.
-std::string missing_from(std::string_view text, std::initializer_list<std::string_view> parts)
-{
-    std::string missing;
-    for (const std::string_view part : parts) {
-        if (text.find(part) == std::string_view::npos) {
-            missing += "\"" + std::string(part) + "\" ";
-        }
-    }
-    return missing.empty() ? missing : missing + "missing from: " + std::string(text);
-}
 
 void write_raw_file(const std::string& path, const std::vector<unsigned char>& bytes)
 {
@@ -285,7 +237,7 @@ TEST_CASE("file: the flush hook reports the page-aligned ranges msync and fsync 
         region.flush(2 * page - 8, 16);  // straddles a page boundary
         region.flush(0, 0);              // nothing to flush: no msync
         detail::fsync_file(file);
-        detail::fsync_directory(directory.path());
+        detail::fsync_directory(directory.string());
     }
     region.flush(0, 8);  // hooks removed: not recorded
 
@@ -301,7 +253,7 @@ TEST_CASE("file: the flush hook reports the page-aligned ranges msync and fsync 
     CHECK(ranges[2].offset == 0);
     CHECK(ranges[2].length == 4 * page);
     CHECK(ranges[3].operation == detail::file_operation::fsync_directory);
-    CHECK(ranges[3].path == directory.path());
+    CHECK(ranges[3].path == directory.string());
 }
 
 // ---- fault injection ------------------------------------------------------------------------
@@ -378,11 +330,11 @@ TEST_CASE("file: injected EIO on the directory fsync of a checkpoint fails with 
 {
     const temporary_directory directory;
     const std::string path = directory.file("earliest.offset");
-    const detail::scoped_file_hooks hooks(inject(detail::file_operation::fsync_directory, directory.path(), EIO));
+    const detail::scoped_file_hooks hooks(inject(detail::file_operation::fsync_directory, directory.string(), EIO));
     const auto failure = error_from([&] { detail::write_checkpoint(path, 40); });
     REQUIRE(failure);
     CHECK(failure->code() == errc::io_error);
-    CHECK(missing_from(failure->what(), {"fsync directory " + directory.path(), "Input/output error"}) == "");
+    CHECK(missing_from(failure->what(), {"fsync directory " + directory.string(), "Input/output error"}) == "");
 }
 
 TEST_CASE("file: injected errors reach rename, map, truncate, read and directory creation", "[file][fault]")
@@ -465,8 +417,8 @@ TEST_CASE("file: make_directories creates missing parents and reports whether it
     for (const flushed_range& range : recorder.ranges()) {
         synced.push_back(range.path);
     }
-    CHECK(synced ==
-          std::vector<std::string>{directory.path(), directory.file("topic"), directory.file("topic/partition-00000")});
+    CHECK(synced == std::vector<std::string>{directory.string(), directory.file("topic"),
+                                             directory.file("topic/partition-00000")});
 
     write_raw_file(directory.file("plain"), {1});
     const auto failure = error_from([&] { detail::make_directories(directory.file("plain/child")); });
@@ -501,7 +453,7 @@ TEST_CASE("file: list_directory returns sorted entries with their kinds", "[file
     write_raw_file(directory.file("b.log"), {});
     std::filesystem::create_directory(directory.file("a-folder"));
     std::filesystem::create_symlink("b.log", directory.file("c-link"));
-    const std::vector<detail::directory_entry> entries = detail::list_directory(directory.path());
+    const std::vector<detail::directory_entry> entries = detail::list_directory(directory.string());
     REQUIRE(entries.size() == 3);
     CHECK(entries[0].name == "a-folder");
     CHECK(entries[0].kind == detail::entry_kind::directory);
@@ -527,13 +479,13 @@ TEST_CASE("file: remove_temporary_files removes only .tmp files and folders", "[
     write_raw_file(directory.file("group.tmp/nested/file"), {1});
     std::filesystem::create_directory(directory.file("group"));
 
-    CHECK(detail::remove_temporary_files(directory.path()) == 3);
+    CHECK(detail::remove_temporary_files(directory.string()) == 3);
     std::vector<std::string> names;
-    for (const auto& entry : detail::list_directory(directory.path())) {
+    for (const auto& entry : detail::list_directory(directory.string())) {
         names.push_back(entry.name);
     }
     CHECK(names == std::vector<std::string>{".tmp", "group", "producer.offset"});
-    CHECK(detail::remove_temporary_files(directory.path()) == 0);
+    CHECK(detail::remove_temporary_files(directory.string()) == 0);
     CHECK(detail::remove_temporary_files(directory.file("missing")) == 0);
 }
 
@@ -542,22 +494,22 @@ TEST_CASE("file: remove_temporary_files removes only .tmp files and folders", "[
 TEST_CASE("file: a second lock on a directory in the same process fails fast", "[file][lock]")
 {
     const temporary_directory directory;
-    std::optional<detail::directory_lock> first(std::in_place, directory.path());
-    CHECK(first->directory() == directory.path());
+    std::optional<detail::directory_lock> first(std::in_place, directory.string());
+    CHECK(first->directory() == directory.string());
     CHECK(detail::path_exists(directory.file(".lock")));
 
-    const auto failure = error_from([&] { detail::directory_lock second(directory.path()); });
+    const auto failure = error_from([&] { detail::directory_lock second(directory.string()); });
     REQUIRE(failure);
     CHECK(failure->code() == errc::io_error);
-    CHECK(missing_from(failure->what(), {directory.path(), "already open by another queue"}) == "");
+    CHECK(missing_from(failure->what(), {directory.string(), "already open by another queue"}) == "");
 
     detail::directory_lock moved = std::move(*first);
     first.reset();  // the moved-from object releases nothing
-    CHECK_THROWS_AS(detail::directory_lock(directory.path()), bufferqueue::error);
+    CHECK_THROWS_AS(detail::directory_lock(directory.string()), bufferqueue::error);
     {
         const detail::directory_lock released = std::move(moved);
     }
-    CHECK_NOTHROW(detail::directory_lock(directory.path()));
+    CHECK_NOTHROW(detail::directory_lock(directory.string()));
 }
 
 TEST_CASE("file: a lock held by another process blocks this one and is released when it exits", "[file][lock]")
@@ -573,7 +525,7 @@ TEST_CASE("file: a lock held by another process blocks this one and is released 
     if (child == 0) {
         int status = 0;
         try {
-            const detail::directory_lock lock(directory.path());
+            const detail::directory_lock lock(directory.string());
             char byte = 'L';
             status = ::write(locked_pipe[1], &byte, 1) == 1 && ::read(release_pipe[0], &byte, 1) == 1 ? 0 : 2;
         } catch (...) {
@@ -586,7 +538,7 @@ TEST_CASE("file: a lock held by another process blocks this one and is released 
     char byte = 0;
     REQUIRE(::read(locked_pipe[0], &byte, 1) == 1);
 
-    const auto failure = error_from([&] { detail::directory_lock lock(directory.path()); });
+    const auto failure = error_from([&] { detail::directory_lock lock(directory.string()); });
     REQUIRE(failure);
     CHECK(failure->code() == errc::io_error);
     CHECK(missing_from(failure->what(), {"already open by another queue"}) == "");
@@ -599,19 +551,19 @@ TEST_CASE("file: a lock held by another process blocks this one and is released 
     ::close(locked_pipe[0]);
     ::close(release_pipe[1]);
 
-    CHECK_NOTHROW(detail::directory_lock(directory.path()));
+    CHECK_NOTHROW(detail::directory_lock(directory.string()));
 }
 
 TEST_CASE("file: a lock held by this process blocks another process", "[file][lock]")
 {
     const temporary_directory directory;
-    const detail::directory_lock lock(directory.path());
+    const detail::directory_lock lock(directory.string());
     const pid_t child = ::fork();
     REQUIRE(child != -1);
     if (child == 0) {
         int status = 3;
         try {
-            const detail::directory_lock second(directory.path());
+            const detail::directory_lock second(directory.string());
             status = 0;
         } catch (const bufferqueue::error& failure) {
             status =

@@ -4,6 +4,7 @@
 #include "bufferqueue/detail/file.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -33,53 +34,15 @@
 
 namespace {
 
+using bufferqueue::test::string_bytes_serializer;
+using bufferqueue::test::temporary_directory;
+
 namespace bq = bufferqueue;
 namespace fs = std::filesystem;
 using bq::errc;
 using bq::detail::file_operation;
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class temporary_directory {
-public:
-    temporary_directory()
-    {
-        std::string pattern = (fs::temp_directory_path() / "bufferqueue-mmap-disk-test-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            throw std::runtime_error("mkdtemp failed");
-        }
-        path_ = pattern;
-    }
-    ~temporary_directory()
-    {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    temporary_directory(const temporary_directory&) = delete;
-    temporary_directory& operator=(const temporary_directory&) = delete;
-
-    const fs::path& path() const noexcept { return path_; }
-
-private:
-    fs::path path_;
-};
-
-// Stores a string's bytes as the payload, so record sizes are known exactly.
-struct string_bytes_serializer {
-    void serialize(const std::string& item, std::vector<std::byte>& out) const
-    {
-        const auto* first = reinterpret_cast<const std::byte*>(item.data());
-        out.insert(out.end(), first, first + item.size());
-    }
-    std::string deserialize(std::span<const std::byte> bytes) const
-    {
-        if (bytes.empty()) {
-            return {};
-        }
-        return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    }
-};
 
 bq::mmap_topic_options<std::string> string_topic(const fs::path& directory, std::uint64_t segment_size,
                                                  const std::string& name = "events")

@@ -3,6 +3,7 @@
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -24,52 +25,14 @@
 
 namespace {
 
+using bufferqueue::test::string_bytes_serializer;
+using bufferqueue::test::temporary_directory;
+
 namespace bq = bufferqueue;
 namespace fs = std::filesystem;
 using bq::errc;
 
 // ---- helpers ------------------------------------------------------------------------------------
-
-// A fresh directory under the system's temporary directory, removed with everything in it.
-class temporary_directory {
-public:
-    temporary_directory()
-    {
-        std::string pattern = (fs::temp_directory_path() / "bufferqueue-mmap-recovery-test-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            throw std::runtime_error("mkdtemp failed");
-        }
-        path_ = pattern;
-    }
-    ~temporary_directory()
-    {
-        std::error_code ignored;
-        fs::remove_all(path_, ignored);
-    }
-    temporary_directory(const temporary_directory&) = delete;
-    temporary_directory& operator=(const temporary_directory&) = delete;
-
-    const fs::path& path() const noexcept { return path_; }
-
-private:
-    fs::path path_;
-};
-
-// Stores a string's bytes as the payload, so record positions are known exactly.
-struct string_bytes_serializer {
-    void serialize(const std::string& item, std::vector<std::byte>& out) const
-    {
-        const auto* first = reinterpret_cast<const std::byte*>(item.data());
-        out.insert(out.end(), first, first + item.size());
-    }
-    std::string deserialize(std::span<const std::byte> bytes) const
-    {
-        if (bytes.empty()) {
-            return {};
-        }
-        return std::string(reinterpret_cast<const char*>(bytes.data()), bytes.size());
-    }
-};
 
 constexpr std::uint64_t first_offset = 40;
 constexpr std::uint64_t record_bytes(std::uint64_t length)

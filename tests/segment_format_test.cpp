@@ -1,6 +1,7 @@
 #include "bufferqueue/detail/segment_format.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include "bufferqueue/detail/crc32c.hpp"
 #include "bufferqueue/error.hpp"
@@ -15,33 +16,12 @@
 
 namespace {
 
+using bufferqueue::test::error_from;
+using bufferqueue::test::missing_from;
+
 namespace detail = bufferqueue::detail;
 using bufferqueue::errc;
 using detail::scan_stop;
-
-template <typename Function>
-std::optional<bufferqueue::error> error_from(Function&& function)
-{
-    try {
-        function();
-    } catch (const bufferqueue::error& failure) {
-        return failure;
-    }
-    return std::nullopt;
-}
-
-// Empty when `text` contains every one of `parts`; otherwise names the missing parts and quotes
-// `text`, so a failed CHECK(missing_from(...) == "") shows what the message lacked.
-std::string missing_from(std::string_view text, std::initializer_list<std::string_view> parts)
-{
-    std::string missing;
-    for (const std::string_view part : parts) {
-        if (text.find(part) == std::string_view::npos) {
-            missing += "\"" + std::string(part) + "\" ";
-        }
-    }
-    return missing.empty() ? missing : missing + "missing from: " + std::string(text);
-}
 
 std::span<const std::byte> as_bytes(std::string_view text)
 {

@@ -1,6 +1,7 @@
 #include "bufferqueue/serializer.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <cstdint>
 #include <initializer_list>
@@ -54,6 +55,9 @@ struct serializer_returning_the_wrong_type {
 
 namespace {
 
+using bufferqueue::test::error_from;
+using bufferqueue::test::missing_from;
+
 using bufferqueue::errc;
 using bufferqueue::json_serializer;
 using bufferqueue::msgpack_serializer;
@@ -73,30 +77,6 @@ static_assert(bufferqueue::detail::json_convertible<order>);
 static_assert(!bufferqueue::detail::json_convertible<serializer_test_types::without_json_support>);
 // Naming json_serializer<T> for an unsupported T is fine; only calling it fails to compile.
 static_assert(std::is_default_constructible_v<json_serializer<serializer_test_types::without_json_support>>);
-
-template <typename Function>
-std::optional<bufferqueue::error> error_from(Function&& function)
-{
-    try {
-        function();
-    } catch (const bufferqueue::error& failure) {
-        return failure;
-    }
-    return std::nullopt;
-}
-
-// Empty when `text` contains every one of `parts`; otherwise names the missing parts and quotes
-// `text`, so a failed CHECK(missing_from(...) == "") shows what the message lacked.
-std::string missing_from(std::string_view text, std::initializer_list<std::string_view> parts)
-{
-    std::string missing;
-    for (const std::string_view part : parts) {
-        if (text.find(part) == std::string_view::npos) {
-            missing += "\"" + std::string(part) + "\" ";
-        }
-    }
-    return missing.empty() ? missing : missing + "missing from: " + std::string(text);
-}
 
 std::vector<std::byte> bytes_of(std::initializer_list<unsigned char> values)
 {
