@@ -4,6 +4,7 @@
 #include "bufferqueue/detail/file.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 #include "test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -86,31 +87,13 @@ struct queue_runner {
 
     boost::system::error_code commit(bq::pull_consumer<std::string>& consumer)
     {
-        boost::system::error_code result = errc::invalid_argument;
-        bool completed = false;
-        consumer.commit([&](boost::system::error_code error) {
-            result = error;
-            completed = true;
-        });
-        io.run();
-        io.restart();
-        REQUIRE(completed);
-        return result;
+        return bufferqueue::test::commit_now(consumer, io);
     }
 
     boost::system::error_code produce(const std::string& topic, const std::string& item)
     {
         auto producer = queue->producer<std::string>(topic);
-        boost::system::error_code result = errc::invalid_argument;
-        bool completed = false;
-        producer.produce(item, [&](boost::system::error_code error) {
-            result = error;
-            completed = true;
-        });
-        io.run();
-        io.restart();
-        REQUIRE(completed);
-        return result;
+        return bufferqueue::test::produce_now(producer, item, io);
     }
 
     // Consumes and commits everything the group can read now (the group is created on first use).

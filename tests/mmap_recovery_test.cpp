@@ -3,6 +3,7 @@
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 #include "test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -25,6 +26,8 @@
 
 namespace {
 
+using bufferqueue::test::segment_indices;
+using bufferqueue::test::segment_path;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
 
@@ -157,26 +160,6 @@ fs::path partition_path(const fs::path& directory, std::size_t partition = 0)
     std::string number = std::to_string(partition);
     number.insert(0, 5 - number.size(), '0');
     return directory / "events" / ("partition-" + number);
-}
-
-fs::path segment_path(const fs::path& partition, std::uint64_t index)
-{
-    std::string name = std::to_string(index);
-    name.insert(0, 20 - name.size(), '0');
-    return partition / (name + ".log");
-}
-
-std::vector<std::uint64_t> segment_indices(const fs::path& partition)
-{
-    std::vector<std::uint64_t> indices;
-    for (const auto& entry : fs::directory_iterator(partition)) {
-        const std::string name = entry.path().filename().string();
-        if (name.size() == 24 && name.ends_with(".log")) {
-            indices.push_back(std::stoull(name.substr(0, 20)));
-        }
-    }
-    std::sort(indices.begin(), indices.end());
-    return indices;
 }
 
 std::vector<std::string> numbered(std::size_t first, std::size_t count)

@@ -6,6 +6,7 @@
 #include "bufferqueue/serializer.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 #include "test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
@@ -33,6 +34,10 @@
 
 namespace {
 
+using bufferqueue::test::commit_now;
+using bufferqueue::test::produce_now;
+using bufferqueue::test::segment_indices;
+using bufferqueue::test::segment_path;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
 
@@ -102,36 +107,6 @@ bq::pull_consumer_options group_options(const std::string& group, std::size_t ba
     return {.topic = "events", .group = group, .auto_commit = auto_commit, .batch_size = batch_size};
 }
 
-template <class T>
-boost::system::error_code commit_now(bq::pull_consumer<T>& consumer, boost::asio::io_context& io)
-{
-    boost::system::error_code result = errc::invalid_argument;
-    bool completed = false;
-    consumer.commit([&](boost::system::error_code error) {
-        result = error;
-        completed = true;
-    });
-    io.run();
-    io.restart();
-    REQUIRE(completed);
-    return result;
-}
-
-template <class T>
-boost::system::error_code produce_now(bq::producer<T>& producer, const T& item, boost::asio::io_context& io)
-{
-    boost::system::error_code result = errc::invalid_argument;
-    bool completed = false;
-    producer.produce(item, [&](boost::system::error_code error) {
-        result = error;
-        completed = true;
-    });
-    io.run();
-    io.restart();
-    REQUIRE(completed);
-    return result;
-}
-
 // Consumes and commits until nothing is readable; returns the items in delivery order.
 template <class T>
 std::vector<T> drain(bq::pull_consumer<T>& consumer, boost::asio::io_context& io)
@@ -197,27 +172,6 @@ fs::path partition_path(const fs::path& directory, std::size_t partition, const 
     std::string number = std::to_string(partition);
     number.insert(0, 5 - number.size(), '0');
     return directory / topic / ("partition-" + number);
-}
-
-fs::path segment_path(const fs::path& partition, std::uint64_t index)
-{
-    std::string name = std::to_string(index);
-    name.insert(0, 20 - name.size(), '0');
-    return partition / (name + ".log");
-}
-
-// The indices of the segment files in a partition folder, ascending.
-std::vector<std::uint64_t> segment_indices(const fs::path& partition)
-{
-    std::vector<std::uint64_t> indices;
-    for (const auto& entry : fs::directory_iterator(partition)) {
-        const std::string name = entry.path().filename().string();
-        if (name.size() == 24 && name.ends_with(".log")) {
-            indices.push_back(std::stoull(name.substr(0, 20)));
-        }
-    }
-    std::sort(indices.begin(), indices.end());
-    return indices;
 }
 
 std::vector<std::uint64_t> range(std::uint64_t first, std::uint64_t last)
