@@ -340,9 +340,10 @@ TEST_CASE("concurrency: a waiting consumer wakes for data produced on another th
         // The coroutine owns the promise: it may still be unwinding when get() returns.
         auto finished = std::make_shared<std::promise<outcome>>();
         auto result = finished->get_future();
+        std::atomic<bool> starting{false};
         asio::co_spawn(
             io,
-            [&io, &consumer, finished]() -> asio::awaitable<void> {
+            [&io, &consumer, &starting, finished]() -> asio::awaitable<void> {
                 // The deadline turns a lost wake-up into a failure instead of a hang.
                 auto timed_out = std::make_shared<bool>(false);
                 asio::steady_timer deadline(io, std::chrono::seconds(30));
@@ -353,6 +354,7 @@ TEST_CASE("concurrency: a waiting consumer wakes for data produced on another th
                     }
                 });
                 outcome seen;
+                starting.store(true, std::memory_order_release);
                 const bq::batch<int> delivered =
                     co_await consumer.consume(asio::redirect_error(asio::use_awaitable, seen.error));
                 deadline.cancel();
@@ -361,8 +363,11 @@ TEST_CASE("concurrency: a waiting consumer wakes for data produced on another th
                 finished->set_value(std::move(seen));
             },
             asio::detached);
-        // Produce at a random moment: before, during or after the consumer suspends.
-        jitter(random, 60);
+        // Produce at a random moment of the consume: during its scan, its registration, the window
+        // before its suspension, or after it.
+        while (!starting.load(std::memory_order_acquire)) {
+        }
+        jitter(random, 50);
         if (!producer.try_produce(iteration)) {
             break;
         }
@@ -380,6 +385,81 @@ TEST_CASE("concurrency: a waiting consumer wakes for data produced on another th
     if (failed) {
         INFO("iteration " << completed << ": error '" << failed->error.message() << "', timed out " << failed->timed_out
                           << ", " << failed->items.size() << " items");
+        CHECK_FALSE(failed.has_value());
+    }
+    CHECK(completed == iterations);
+}
+
+TEST_CASE("concurrency: closing a consumer while it suspends always completes its consume", "[concurrency]")
+{
+    // Like the wake-up test, with close() (of the consumer or of the queue) racing the suspension
+    // instead of data: an abort that lands between the last check and the suspension must not be lost.
+    asio::io_context io;
+    auto guard = asio::make_work_guard(io);
+    std::thread consumer_thread([&io] { io.run(); });
+
+    struct outcome {
+        boost::system::error_code error;
+        bool timed_out = false;
+    };
+    std::mt19937 random(99);
+    constexpr int iterations = 1000;
+    int completed = 0;
+    std::optional<outcome> failed;
+    for (int iteration = 0; iteration < iterations; ++iteration) {
+        bq::buffer_queue queue{io.get_executor()};
+        bq::memory_topic_options<int> options;
+        options.name = "numbers";
+        options.partitions = 1024;  // a long scan before the suspension widens the race window
+        options.segment_size = 1;
+        queue.add_topic(std::move(options));
+        auto consumer = queue.create_pull_consumer<int>({.topic = "numbers", .group = "g"});
+
+        auto finished = std::make_shared<std::promise<outcome>>();
+        auto result = finished->get_future();
+        std::atomic<bool> starting{false};
+        asio::co_spawn(
+            io,
+            [&io, &consumer, &starting, finished]() -> asio::awaitable<void> {
+                auto timed_out = std::make_shared<bool>(false);
+                asio::steady_timer deadline(io, std::chrono::seconds(30));
+                deadline.async_wait([&consumer, timed_out](boost::system::error_code ec) {
+                    if (!ec) {
+                        *timed_out = true;
+                        consumer.close();  // a second close finds the lost pending consume
+                    }
+                });
+                outcome seen;
+                starting.store(true, std::memory_order_release);
+                co_await consumer.consume(asio::redirect_error(asio::use_awaitable, seen.error));
+                deadline.cancel();
+                seen.timed_out = *timed_out;
+                finished->set_value(seen);
+            },
+            asio::detached);
+        // Close at a random moment of the consume's scan, registration and suspension.
+        while (!starting.load(std::memory_order_acquire)) {
+        }
+        jitter(random, 40);
+        if (iteration % 2 == 0) {
+            consumer.close();
+        } else {
+            queue.close();
+        }
+        const outcome seen = result.get();
+        // closed: the close came before the consume started; operation_aborted: while it waited.
+        if (seen.timed_out || (seen.error != asio::error::operation_aborted && seen.error != bq::errc::closed)) {
+            failed = seen;
+            break;
+        }
+        ++completed;
+    }
+    guard.reset();
+    consumer_thread.join();
+
+    if (failed) {
+        INFO("iteration " << completed << ": error '" << failed->error.message() << "', timed out "
+                          << failed->timed_out);
         CHECK_FALSE(failed.has_value());
     }
     CHECK(completed == iterations);
