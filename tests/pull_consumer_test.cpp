@@ -1,7 +1,8 @@
 // Tests of the pull consumer on memory topics: batch sizes and contents, ring scanning, auto and
 // manual commit, consumer groups, waiting, closing, and the lifetime of a delivered batch.
-#include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+
+#include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
 
@@ -307,7 +308,7 @@ TEST_CASE("pull consumer: partitions are scanned as a ring so a busy partition c
                 CHECK(order[i] != order[i - 1]);
                 CHECK(order[i] != 1);
             }
-            // Data arriving at partition 1 gets the next turn after the partition that just delivered.
+            // Data arriving at partition 1 joins the rotation at once: one pull each per rotation.
             REQUIRE(producer.try_produce(std::span<const tagged>(tagged_range(1, 0, 100))));
             std::vector<std::size_t> rotation;
             for (int i = 0; i < 6; ++i) {

@@ -62,19 +62,21 @@ public:
         if (waiting_.load(std::memory_order_acquire) == 0 && try_acquire(waiter.requested())) {
             return true;
         }
+        bool queued = false;
         {
             std::lock_guard lock(mutex_);
             if (!closed_) {
                 waiters_.push_back(&waiter);
                 waiting_.fetch_add(1, std::memory_order_seq_cst);
+                queued = true;
             }
         }
-        if (is_closed()) {
-            if (remove(waiter)) {
-                waiter.aborted();
-            }
+        if (!queued) {
+            // Closed before it could queue: `close()` never saw this waiter, so abort it here.
+            waiter.aborted();
             return false;
         }
+        // Once queued, `close()` aborts the waiter unless it is granted first.
         grant_waiters();
         return false;
     }
