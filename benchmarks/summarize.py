@@ -135,7 +135,7 @@ def targets(results):
             ours = f"produce/batch/bufferqueue_{mode}{s}"
             bulk = speedup(ours, f"produce/batch/moodycamel_enqueue_bulk{s}")
             chunk = speedup(ours, f"produce/batch/mutex_deque_chunk{s}")
-            parts.append(f"{mode}: {fmt(bulk)} faster than enqueue_bulk, {fmt(chunk)} vs deque chunk")
+            parts.append(f"{mode}: speed-up {fmt(bulk)} over enqueue_bulk, {fmt(chunk)} over deque per chunk")
             met = met and at_least(bulk, 3) and at_least(chunk, 1)
         target(status, 1, f"batch produce ({p} producers) >= 3x moodycamel enqueue_bulk, >= deque per chunk",
                "; ".join(parts), met)
@@ -147,8 +147,8 @@ def targets(results):
             tbb = speedup(ours, f"produce/single/tbb_push{s}")
             moody = speedup(ours, f"produce/single/moodycamel_enqueue{s}")
             slower = None if not moody else 1 / moody
-            parts.append(f"{mode}: {fmt(deque)} vs deque per item, {fmt(tbb)} vs tbb, "
-                         f"{fmt(slower)} the time of moodycamel enqueue")
+            parts.append(f"{mode}: speed-up {fmt(deque)} over deque per item, {fmt(tbb)} over tbb; "
+                         f"time {fmt(slower)} that of moodycamel enqueue")
             met = met and at_least(deque, 1) and at_least(tbb, 3)
         target(status, 2, f"single-item produce ({p} producers) >= mutex+deque per item, >= 3x tbb "
                "(stretch: within 2x of moodycamel enqueue)", "; ".join(parts), met)
@@ -158,7 +158,7 @@ def targets(results):
         for batch in (1000, 100, 1):
             peer = "moodycamel_try_dequeue" if batch == 1 else "moodycamel_try_dequeue_bulk"
             value = speedup(f"consume/bufferqueue/batch:{batch}/c:{c}", f"consume/{peer}/batch:{batch}/c:{c}")
-            parts.append(f"batch {batch}: {fmt(value)} faster than {peer}")
+            parts.append(f"batch {batch}: speed-up {fmt(value)} over {peer}")
             met = met and at_least(value, 2 if batch > 1 else 1)
         target(status, 3, f"batch consume ({c} consumers): >= 2x try_dequeue_bulk at 1000 and 100, "
                ">= try_dequeue at 1", "; ".join(parts), met)
@@ -195,7 +195,7 @@ def targets(results):
         target(status, 7, "mmap: >= 1M records/s at flush_batch_size 1000; immediate >= 0.8x the one-page msync "
                "floor; raw >= 10x faster than json", f"{rate / 1e6:.2f} M records/s; immediate at "
                f"{floor_ratio:.2f}x the msync floor ({immediate['time_us']:.0f} vs {msync['time_us']:.0f} us); "
-               f"raw {raw_ratio:.0f}x faster than json", rate >= 1e6 and floor_ratio >= 0.8 and raw_ratio >= 10)
+               f"raw serializer {raw_ratio:.0f}x faster than json", rate >= 1e6 and floor_ratio >= 0.8 and raw_ratio >= 10)
     return status
 
 
@@ -204,8 +204,10 @@ def markdown(context, results, status):
     if context:
         lines.append(f"{context.get('host_name', '?')}: {context.get('num_cpus', '?')} CPUs at "
                      f"{context.get('mhz_per_cpu', '?')} MHz, {context.get('date', '')}, "
-                     f"load average {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))}; "
-                     f"library build: {context.get('library_build_type', '?')}.")
+                     f"load average at the start {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))} "
+                     f"(above 2, other work competed for the 2 cores and multi-thread rounds include "
+                     f"scheduler delays); Google Benchmark library build: "
+                     f"{context.get('library_build_type', '?')} (Debian's package; the benchmarks are -O2).")
         lines.append("")
     lines += ["Medians of the repetitions; time per round (8,192 items) unless stated. Ratio = ours / peer "
               "time from the same run: below 1 we are faster.", ""]

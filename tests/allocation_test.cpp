@@ -48,6 +48,13 @@ void* allocate(std::size_t size, std::size_t alignment)
     return memory;
 }
 
+// Out of line: GCC would otherwise see the inlined replacement `operator delete` free a pointer from
+// `operator new` and report a mismatch (-Wmismatched-new-delete).
+[[gnu::noinline]] void release(void* memory) noexcept
+{
+    std::free(memory);
+}
+
 /// Counts the heap allocations the current thread makes while alive.
 class allocation_counter {
 public:
@@ -102,35 +109,35 @@ void* operator new[](std::size_t size, const std::nothrow_t&) noexcept
 }
 void operator delete(void* memory) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete[](void* memory) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete(void* memory, std::size_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete[](void* memory, std::size_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete(void* memory, std::align_val_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete[](void* memory, std::align_val_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete(void* memory, std::size_t, std::align_val_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 void operator delete[](void* memory, std::size_t, std::align_val_t) noexcept
 {
-    std::free(memory);
+    release(memory);
 }
 
 namespace bq = bufferqueue;
