@@ -57,7 +57,12 @@ public:
     /// `void(boost::system::error_code, bufferqueue::batch<T>)`; errors: `errc::closed` (consumer or
     /// queue closed before the call), `boost::asio::error::operation_aborted` (closed while waiting),
     /// `errc::operation_in_progress`, and for persistent topics `errc::io_error` from an auto-commit.
-    /// Begins by releasing the previous batch of this consumer. Allocates only when it has to wait.
+    /// Begins by releasing the previous batch of this consumer.
+    /// Allocation (memory topics): none when a batch is ready (Asio recycles the completion's memory
+    /// on the io_context's threads). A consume that has to wait allocates once per wait, whatever the
+    /// batch size: the type-erased completion that parks the handler (about 120 bytes for
+    /// `use_awaitable`), plus a 16-byte cancellation hook with Boost 1.77 or later; posting the
+    /// resumption from a producer thread that runs no io_context lets Asio allocate its operation.
     template <class CompletionToken = default_completion_token>
     auto consume(CompletionToken&& token = default_completion_token())
     {

@@ -226,12 +226,29 @@ private:
     {
         const std::size_t partitions = slots_.size();
         const std::uint64_t first = round_robin_.fetch_add(items.size(), std::memory_order_relaxed);
+        if (items.size() == 1) {
+            append_to(static_cast<std::size_t>(first % partitions), item_source<T>{items.data(), 1, 1, nullptr},
+                      stored);
+            return;
+        }
+        // Each thread visits the partitions of its batch from its own starting point, so concurrent
+        // batches fill different partitions at once instead of queueing on the same lock in turn.
         const std::size_t touched = std::min(partitions, items.size());
-        for (std::size_t step = 0; step < touched; ++step) {
+        const std::size_t start = producer_thread_number() % touched;
+        for (std::size_t visit = 0; visit < touched; ++visit) {
+            const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
             append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr}, stored);
         }
+    }
+
+    // A small number per producing thread, assigned on its first batch.
+    static std::size_t producer_thread_number() noexcept
+    {
+        static std::atomic<std::size_t> threads{0};
+        thread_local const std::size_t number = threads.fetch_add(1, std::memory_order_relaxed);
+        return number;
     }
 
     void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored)

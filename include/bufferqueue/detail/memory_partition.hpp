@@ -5,6 +5,7 @@
 #include "bufferqueue/storage.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -101,7 +102,7 @@ public:
                 const std::size_t room = std::min<std::size_t>(tail_->capacity - slot, source.count - appended);
                 T* destination = tail_->items + slot;
                 if constexpr (std::is_trivially_copyable_v<T>) {
-                    if (source.indices == nullptr && source.stride == 1) {
+                    if (source.indices == nullptr && source.stride == 1 && room > 1) {
                         std::memcpy(static_cast<void*>(destination), source.base + appended, room * sizeof(T));
                         appended += room;
                         end += room;
@@ -164,35 +165,42 @@ public:
             }
         }
 
-        std::vector<memory_segment<T>*> recycled;
+        // Segments are unlinked under the lock and recycled after it, a few at a time, so a commit
+        // never allocates.
         std::uint64_t released = 0;
-        {
-            std::lock_guard lock(groups_mutex_);
-            std::uint64_t minimum_committed = std::numeric_limits<std::uint64_t>::max();
-            std::uint64_t minimum_retained = std::numeric_limits<std::uint64_t>::max();
-            for (const cursor& each : cursors_) {
-                const std::uint64_t committed = each.committed.load(std::memory_order_acquire);
-                const std::uint64_t pinned = each.pinned.load(std::memory_order_acquire);
-                minimum_committed = std::min(minimum_committed, committed);
-                minimum_retained = std::min({minimum_retained, committed, pinned});
-            }
-            if (minimum_committed > released_up_to_) {
-                released = minimum_committed - released_up_to_;
-                released_up_to_ = minimum_committed;
-            }
-            while (head_->end() <= minimum_retained) {
-                memory_segment<T>* next = head_->next.load(std::memory_order_acquire);
-                if (next == nullptr || any_cursor_on(head_)) {
-                    break;
+        for (bool first_pass = true;; first_pass = false) {
+            std::array<memory_segment<T>*, 8> recycled{};
+            std::size_t unlinked = 0;
+            {
+                std::lock_guard lock(groups_mutex_);
+                std::uint64_t minimum_committed = std::numeric_limits<std::uint64_t>::max();
+                std::uint64_t minimum_retained = std::numeric_limits<std::uint64_t>::max();
+                for (const cursor& each : cursors_) {
+                    const std::uint64_t committed = each.committed.load(std::memory_order_acquire);
+                    const std::uint64_t pinned = each.pinned.load(std::memory_order_acquire);
+                    minimum_committed = std::min(minimum_committed, committed);
+                    minimum_retained = std::min({minimum_retained, committed, pinned});
                 }
-                recycled.push_back(head_);
-                head_ = next;
+                if (first_pass && minimum_committed > released_up_to_) {
+                    released = minimum_committed - released_up_to_;
+                    released_up_to_ = minimum_committed;
+                }
+                while (unlinked < recycled.size() && head_->end() <= minimum_retained) {
+                    memory_segment<T>* next = head_->next.load(std::memory_order_acquire);
+                    if (next == nullptr || any_cursor_on(head_)) {
+                        break;
+                    }
+                    recycled[unlinked++] = head_;
+                    head_ = next;
+                }
+            }
+            for (std::size_t i = 0; i < unlinked; ++i) {
+                recycle(recycled[i]);
+            }
+            if (unlinked < recycled.size()) {
+                return released;
             }
         }
-        for (memory_segment<T>* segment : recycled) {
-            recycle(segment);
-        }
-        return released;
     }
 
     void release_batch(cursor& reader) noexcept { reader.pinned.store(no_pin, std::memory_order_release); }

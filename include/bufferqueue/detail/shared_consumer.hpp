@@ -76,43 +76,16 @@ public:
 
     void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) override
     {
+#if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
+        // Once per operation (the hook stays until the completion completes); without slots it would
+        // do nothing, so Boost < 1.77 does not build it at all.
         completion->on_cancel([weak = this->weak_from_this()] {
             if (auto self = weak.lock()) {
                 self->cancel_wait();
             }
         });
-        for (;;) {
-            {
-                std::lock_guard lock(mutex_);
-                notified_ = false;
-            }
-            for (const assignment& each : assignments_) {
-                each.signal->add(*this);
-            }
-            std::atomic_thread_fence(std::memory_order_seq_cst);
-            bool retry = is_closed();
-            for (const assignment& each : assignments_) {
-                retry = retry || each.storage->has_data(*each.cursor);
-            }
-            if (!retry) {
-                std::lock_guard lock(mutex_);
-                if (!notified_ && !cancel_requested_ && !closed_.load(std::memory_order_relaxed)) {
-                    pending_ = std::move(completion);
-                    return;
-                }
-            }
-            unregister();
-            if (is_closed() || cancellation_requested()) {
-                finish(std::move(completion), boost::asio::error::operation_aborted, {});
-                return;
-            }
-            boost::system::error_code error;
-            auto delivered = scan(error);
-            if (delivered || error) {
-                finish(std::move(completion), error, delivered.value_or(batch<T>()));
-                return;
-            }
-        }
+#endif
+        park(std::move(completion));
     }
 
     boost::system::error_code commit() override
@@ -153,13 +126,56 @@ public:
     }
 
     const std::string& topic_name() const noexcept override;
-    const std::string& group_name() const noexcept override { return group_; }
-    const std::vector<std::size_t>& partitions() const noexcept override { return partition_numbers_; }
+    const std::string& group_name() const noexcept override
+    {
+        return group_;
+    }
+    const std::vector<std::size_t>& partitions() const noexcept override
+    {
+        return partition_numbers_;
+    }
     const boost::asio::any_io_executor& default_executor() const noexcept override;
     const boost::asio::any_io_executor* blocking_executor() const noexcept override;
 
 private:
     bool is_closed() const noexcept;
+
+    // Parks the operation until data arrives (re-checking after registering), or finishes it.
+    void park(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion)
+    {
+        for (;;) {
+            {
+                std::lock_guard lock(mutex_);
+                notified_ = false;
+            }
+            for (const assignment& each : assignments_) {
+                each.signal->add(*this);
+            }
+            std::atomic_thread_fence(std::memory_order_seq_cst);
+            bool retry = is_closed();
+            for (const assignment& each : assignments_) {
+                retry = retry || each.storage->has_data(*each.cursor);
+            }
+            if (!retry) {
+                std::lock_guard lock(mutex_);
+                if (!notified_ && !cancel_requested_ && !closed_.load(std::memory_order_relaxed)) {
+                    pending_ = std::move(completion);
+                    return;
+                }
+            }
+            unregister();
+            if (is_closed() || cancellation_requested()) {
+                finish(std::move(completion), boost::asio::error::operation_aborted, {});
+                return;
+            }
+            boost::system::error_code error;
+            auto delivered = scan(error);
+            if (delivered || error) {
+                finish(std::move(completion), error, delivered.value_or(batch<T>()));
+                return;
+            }
+        }
+    }
 
     void data_arrived() noexcept override
     {
@@ -175,7 +191,7 @@ private:
             const boost::asio::any_io_executor executor = blocking != nullptr ? *blocking : resumed->executor();
             boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
                 self->unregister();
-                self->wait(std::move(resumed));
+                self->park(std::move(resumed));
             });
         }
     }

@@ -1,0 +1,307 @@
+#!/usr/bin/python3
+"""Merges Google Benchmark JSON outputs, computes medians, the ours/peer ratios and the status of the
+issue's targets, and writes results JSON, a Markdown summary and (optionally) a chart.
+
+usage: summarize.py [--results OUT.json] [--markdown OUT.md] [--chart OUT.png] [--check] IN.json...
+
+--check fails (exit 1) when any benchmark reported an error; `scripts/run test` uses it on the smoke run.
+Uses only the standard library, except matplotlib for --chart.
+"""
+
+import argparse
+import json
+import statistics
+import sys
+
+UNIT_TO_US = {"ns": 1e-3, "us": 1.0, "ms": 1e3, "s": 1e6}
+
+
+def load(paths):
+    context, rows = None, []
+    for path in paths:
+        with open(path, encoding="utf-8") as file:
+            data = json.load(file)
+        context = context or data.get("context", {})
+        rows.extend(data.get("benchmarks", []))
+    return context, rows
+
+
+def base_name(row):
+    """The benchmark's name without Google Benchmark's suffixes (/manual_time, /iterations:N ...)."""
+    name = row.get("run_name", row["name"])
+    parts = [p for p in name.split("/") if not p.startswith(("manual_time", "real_time", "iterations:", "repeats:",
+                                                             "min_time:"))]
+    return "/".join(parts)
+
+
+def medians(rows):
+    """name -> {time_us, counters..., repetitions, error}: the median of the repetitions."""
+    grouped = {}
+    for row in rows:
+        if row.get("run_type") == "aggregate":
+            continue
+        grouped.setdefault(base_name(row), []).append(row)
+    result = {}
+    for name, runs in grouped.items():
+        errors = [r.get("error_message", "error") for r in runs if r.get("error_occurred")]
+        good = [r for r in runs if not r.get("error_occurred")]
+        entry = {"repetitions": len(good), "error": errors[0] if errors else None}
+        if good:
+            entry["time_us"] = statistics.median(r["real_time"] * UNIT_TO_US[r.get("time_unit", "ns")] for r in good)
+            skip = {"name", "run_name", "run_type", "repetitions", "repetition_index", "threads", "iterations",
+                    "real_time", "cpu_time", "time_unit", "family_index", "per_family_instance_index",
+                    "aggregate_name", "aggregate_unit", "error_occurred", "error_message"}
+            for key in good[0]:
+                if key not in skip and isinstance(good[0][key], (int, float)):
+                    entry[key] = statistics.median(r[key] for r in good if key in r)
+        result[name] = entry
+    return result
+
+
+def find(results, prefix, suffix=""):
+    for name, entry in results.items():
+        if name.startswith(prefix) and name.endswith(suffix) and "time_us" in entry:
+            return name, entry
+    return None, None
+
+
+def time_of(results, name):
+    entry = results.get(name)
+    return entry["time_us"] if entry and "time_us" in entry else None
+
+
+def thread_counts(results, kind):
+    """The N of every /p:N (kind "produce") or /c:N (kind "consume") row, ascending."""
+    return sorted({int(n.rsplit(":", 1)[1]) for n in results if n.startswith(kind + "/")})
+
+
+def comparisons(results):
+    """(group title, ours name, [peer names]) for the tables and the ratios."""
+    groups = []
+    consumer_counts = thread_counts(results, "consume")
+    c = consumer_counts[0] if consumer_counts else None
+    for count in thread_counts(results, "produce"):
+        s = f"/p:{count}"
+        for mode in ("unbounded", "bounded"):
+            groups.append((f"Produce, single items, {count} producer threads, {mode}",
+                           f"produce/single/bufferqueue_{mode}{s}",
+                           [f"produce/single/{peer}{s}" for peer in
+                            ("moodycamel_enqueue", "moodycamel_token_enqueue", "mutex_deque_item", "tbb_push",
+                             "asio_channel_try_send")]))
+            groups.append((f"Produce, each thread's chunk as one batch, {count} producer threads, {mode}",
+                           f"produce/batch/bufferqueue_{mode}{s}",
+                           [f"produce/batch/{peer}{s}" for peer in ("moodycamel_enqueue_bulk", "mutex_deque_chunk")]))
+    if c:
+        for batch in (1, 10, 100, 1000):
+            peers = (("moodycamel_try_dequeue", "mutex_deque_item", "tbb_try_pop", "asio_channel_try_receive")
+                     if batch == 1 else ("moodycamel_try_dequeue_bulk", "mutex_deque_chunk"))
+            groups.append((f"Consume, batch {batch}, {c} consumers over {c} partitions, auto commit",
+                           f"consume/bufferqueue/batch:{batch}/c:{c}",
+                           [f"consume/{peer}/batch:{batch}/c:{c}" for peer in peers]))
+    groups.append(("Wake-up: produce -> suspended consumer resumes (mean of iterations; p50/p99 in counters)",
+                   "wakeup/bufferqueue", ["wakeup/asio_post"]))
+    groups.append(("mmap produce, 64-byte records, raw serializer, per record", "mmap/produce/batch_1000",
+                   ["mmap/produce/batch_100", "mmap/produce/immediate", "mmap/floor/memcpy_64B_into_mapping",
+                    "mmap/floor/msync_one_page"]))
+    groups.append(("Serializer round trip (encode + decode) of a 64-byte record", "serializer/raw",
+                   ["serializer/msgpack", "serializer/json"]))
+    return [(title, ours, [peer for peer in peers if peer in results]) for title, ours, peers in groups
+            if ours in results]
+
+
+def target(status, number, text, measured, met):
+    status.append({"target": number, "text": text, "measured": measured, "met": met})
+
+
+def targets(results):
+    status = []
+    p = min(thread_counts(results, "produce"), default=None)
+    c = min(thread_counts(results, "consume"), default=None)
+
+    def speedup(ours, peer):
+        ours_time, peer_time = time_of(results, ours), time_of(results, peer)
+        return peer_time / ours_time if ours_time and peer_time else None
+
+    def fmt(value, suffix="x"):
+        return "n/a" if value is None else f"{value:.2f}{suffix}"
+
+    def at_least(value, bound):
+        return value is not None and value >= bound
+
+    if p:
+        s = f"/p:{p}"
+        parts, met = [], True
+        for mode in ("unbounded", "bounded"):
+            ours = f"produce/batch/bufferqueue_{mode}{s}"
+            bulk = speedup(ours, f"produce/batch/moodycamel_enqueue_bulk{s}")
+            chunk = speedup(ours, f"produce/batch/mutex_deque_chunk{s}")
+            parts.append(f"{mode}: speed-up {fmt(bulk)} over enqueue_bulk, {fmt(chunk)} over deque per chunk")
+            met = met and at_least(bulk, 3) and at_least(chunk, 1)
+        target(status, 1, f"batch produce ({p} producers) >= 3x moodycamel enqueue_bulk, >= deque per chunk",
+               "; ".join(parts), met)
+
+        parts, met = [], True
+        for mode in ("unbounded", "bounded"):
+            ours = f"produce/single/bufferqueue_{mode}{s}"
+            deque = speedup(ours, f"produce/single/mutex_deque_item{s}")
+            tbb = speedup(ours, f"produce/single/tbb_push{s}")
+            moody = speedup(ours, f"produce/single/moodycamel_enqueue{s}")
+            slower = None if not moody else 1 / moody
+            parts.append(f"{mode}: speed-up {fmt(deque)} over deque per item, {fmt(tbb)} over tbb; "
+                         f"time {fmt(slower)} that of moodycamel enqueue")
+            met = met and at_least(deque, 1) and at_least(tbb, 3)
+        target(status, 2, f"single-item produce ({p} producers) >= mutex+deque per item, >= 3x tbb "
+               "(stretch: within 2x of moodycamel enqueue)", "; ".join(parts), met)
+
+    if c:
+        parts, met = [], True
+        for batch in (1000, 100, 1):
+            peer = "moodycamel_try_dequeue" if batch == 1 else "moodycamel_try_dequeue_bulk"
+            value = speedup(f"consume/bufferqueue/batch:{batch}/c:{c}", f"consume/{peer}/batch:{batch}/c:{c}")
+            parts.append(f"batch {batch}: speed-up {fmt(value)} over {peer}")
+            met = met and at_least(value, 2 if batch > 1 else 1)
+        target(status, 3, f"batch consume ({c} consumers): >= 2x try_dequeue_bulk at 1000 and 100, "
+               ">= try_dequeue at 1", "; ".join(parts), met)
+
+    ours, floor = results.get("wakeup/bufferqueue", {}), results.get("wakeup/asio_post", {})
+    if "p50_us" in ours and "p50_us" in floor:
+        ratio = ours["p50_us"] / floor["p50_us"]
+        target(status, 4, "wake-up p50 within 2x of a bare asio::post to an idle io_context thread",
+               f"p50 {ours['p50_us']:.1f} us vs {floor['p50_us']:.1f} us = {ratio:.2f}x "
+               f"(p99 {ours.get('p99_us', 0):.1f} vs {floor.get('p99_us', 0):.1f} us)", ratio <= 2)
+
+    target(status, 5, "no heap allocation per produced or consumed item (memory topics, steady state)",
+           "tests/allocation_test.cpp (a counting operator new; run by `scripts/run test`)", None)
+
+    backlog, loop = results.get("memory/pending_1M_ints", {}), results.get("memory/rss_loop", {})
+    if "ratio_to_raw" in backlog:
+        growth = loop.get("rss_growth_kib")
+        seconds = loop.get("time_us", 0) / 1e6
+        flat = growth is not None and growth <= 1024
+        target(status, 6, "1,000,000 pending ints <= 1.25x raw + constant; resident memory flat over a loop",
+               f"{backlog['ratio_to_raw']:.3f}x raw ({backlog['bytes'] / 1e6:.2f} MB for 4.00 MB); "
+               + (f"RSS growth {growth:.0f} KiB over {seconds:.0f} s "
+                  f"({loop.get('items', 0) / 1e6:.0f} M items)" if growth is not None else "no RSS loop row"),
+               backlog["ratio_to_raw"] <= 1.25 and flat)
+
+    batch_1000 = results.get("mmap/produce/batch_1000", {})
+    immediate = results.get("mmap/produce/immediate", {})
+    msync = results.get("mmap/floor/msync_one_page", {})
+    json_time, raw_time = time_of(results, "serializer/json"), time_of(results, "serializer/raw")
+    if "time_us" in batch_1000 and "time_us" in immediate and "time_us" in msync and json_time and raw_time:
+        rate = 1e6 / batch_1000["time_us"]
+        floor_ratio = msync["time_us"] / immediate["time_us"]
+        raw_ratio = json_time / raw_time
+        target(status, 7, "mmap: >= 1M records/s at flush_batch_size 1000; immediate >= 0.8x the one-page msync "
+               "floor; raw >= 10x faster than json", f"{rate / 1e6:.2f} M records/s; immediate at "
+               f"{floor_ratio:.2f}x the msync floor ({immediate['time_us']:.0f} vs {msync['time_us']:.0f} us); "
+               f"raw serializer {raw_ratio:.0f}x faster than json", rate >= 1e6 and floor_ratio >= 0.8 and raw_ratio >= 10)
+    return status
+
+
+def markdown(context, results, status):
+    lines = ["# Benchmark summary", ""]
+    if context:
+        lines.append(f"{context.get('host_name', '?')}: {context.get('num_cpus', '?')} CPUs at "
+                     f"{context.get('mhz_per_cpu', '?')} MHz, {context.get('date', '')}, "
+                     f"load average at the start {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))} "
+                     f"(above 2, other work competed for the 2 cores and multi-thread rounds include "
+                     f"scheduler delays); Google Benchmark library build: "
+                     f"{context.get('library_build_type', '?')} (Debian's package; the benchmarks are -O2).")
+        lines.append("")
+    lines += ["Medians of the repetitions; time per round (8,192 items) unless stated. Ratio = ours / peer "
+              "time from the same run: below 1 we are faster.", ""]
+    for title, ours, peers in comparisons(results):
+        lines += [f"## {title}", "", "| implementation | median time (us) | items/s | ours / peer |",
+                  "|---|---:|---:|---:|"]
+        ours_time = results[ours]["time_us"]
+        for name in [ours] + peers:
+            entry = results[name]
+            if "time_us" not in entry:
+                lines.append(f"| {name} | error: {entry.get('error')} | | |")
+                continue
+            rate = entry.get("items_per_second")
+            ratio = "-" if name == ours else f"{ours_time / entry['time_us']:.2f}"
+            extra = ""
+            if "p50_us" in entry:
+                extra = f" (p50 {entry['p50_us']:.1f} us, p99 {entry['p99_us']:.1f} us)"
+            lines.append(f"| {name}{extra} | {entry['time_us']:.3f} | "
+                         f"{'' if rate is None else f'{rate / 1e6:.2f} M'} | {ratio} |")
+        lines.append("")
+    shown = {name for _, ours, peers in comparisons(results) for name in [ours] + peers}
+    others = sorted(set(results) - shown)
+    if others:
+        lines += ["## Other rows", "", "| benchmark | median time (us) | counters |", "|---|---:|---|"]
+        for name in others:
+            entry = results[name]
+            counters = ", ".join(f"{k}={v:.4g}" for k, v in entry.items()
+                                 if k not in ("time_us", "repetitions", "error") and isinstance(v, (int, float)))
+            lines.append(f"| {name} | {entry.get('time_us', float('nan')):.3f} | {counters} |")
+        lines.append("")
+    lines += ["## Targets", "", "| # | target | measured (medians, same run) | status |", "|---|---|---|---|"]
+    for item in status:
+        verdict = {True: "met", False: "NOT met", None: "see tests"}[item["met"]]
+        lines.append(f"| {item['target']} | {item['text']} | {item['measured']} | {verdict} |")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def chart(results, path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    groups = [g for g in comparisons(results) if g[1].startswith(("produce", "consume"))]
+    groups = [g for g in groups if "/p:12" not in g[1]]
+    fig, axes = plt.subplots(len(groups), 1, figsize=(9, 1.0 + 0.42 * sum(1 + len(g[2]) for g in groups)),
+                             squeeze=False)
+    for axis, (title, ours, peers) in zip(axes[:, 0], groups):
+        names = [ours] + peers
+        times = [results[n]["time_us"] for n in names]
+        labels = [n.split("/")[2] if n.startswith("produce") else n.split("/")[1] for n in names]
+        colors = ["tab:green"] + ["tab:gray"] * len(peers)
+        axis.barh(range(len(names)), times, color=colors)
+        axis.set_yticks(range(len(names)), labels, fontsize=8)
+        axis.invert_yaxis()
+        axis.set_xlim(0, max(times) * 1.25)
+        axis.set_title(title, fontsize=9)
+        axis.tick_params(axis="x", labelsize=8)
+        for index, value in enumerate(times):
+            axis.text(value, index, f" {value:.0f} us", va="center", fontsize=7)
+    axes[-1, 0].set_xlabel("median microseconds per 8,192 ints (shorter is faster)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("inputs", nargs="+")
+    parser.add_argument("--results")
+    parser.add_argument("--markdown")
+    parser.add_argument("--chart")
+    parser.add_argument("--check", action="store_true")
+    arguments = parser.parse_args()
+
+    context, rows = load(arguments.inputs)
+    results = medians(rows)
+    status = targets(results)
+    if arguments.results:
+        with open(arguments.results, "w", encoding="utf-8") as file:
+            json.dump({"context": context, "medians": results, "targets": status}, file, indent=2)
+    if arguments.markdown:
+        with open(arguments.markdown, "w", encoding="utf-8") as file:
+            file.write(markdown(context, results, status))
+    if arguments.chart:
+        chart(results, arguments.chart)
+    failed = {name: entry["error"] for name, entry in results.items() if entry.get("error")}
+    for name, message in failed.items():
+        print(f"benchmark {name} failed: {message}", file=sys.stderr)
+    print(f"summarize: {len(results)} benchmarks, {len(failed)} failed")
+    if arguments.check and (failed or not results):
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
