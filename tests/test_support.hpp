@@ -18,12 +18,23 @@
 
 namespace bufferqueue::test {
 
-/// A fresh directory under the system's temporary directory, removed with everything in it.
+/// /dev/shm when it is a directory (a tmpfs: flushes cost nothing, for tests that open thousands of
+/// disk images), else the system's temporary directory.
+inline std::filesystem::path memory_backed_temporary_path()
+{
+    std::error_code ignored;
+    return std::filesystem::is_directory("/dev/shm", ignored) ? std::filesystem::path("/dev/shm")
+                                                              : std::filesystem::temp_directory_path();
+}
+
+/// A fresh directory under `parent` (default: the system's temporary directory), removed with
+/// everything in it.
 class temporary_directory {
 public:
-    explicit temporary_directory(std::string_view prefix = "bufferqueue-test")
+    explicit temporary_directory(std::string_view prefix = "bufferqueue-test",
+                                 const std::filesystem::path& parent = std::filesystem::temp_directory_path())
     {
-        std::string pattern = (std::filesystem::temp_directory_path() / (std::string(prefix) + "-XXXXXX")).string();
+        std::string pattern = (parent / (std::string(prefix) + "-XXXXXX")).string();
         if (::mkdtemp(pattern.data()) == nullptr) {
             throw std::runtime_error("mkdtemp failed for " + pattern);
         }

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <list>
 #include <map>
 #include <memory>
@@ -169,7 +170,9 @@ public:
             }
             try {
                 reader.decoded.push_back(settings_.serializer.deserialize(record->payload));
-            } catch (const error& failure) {
+            } catch (const std::exception& failure) {
+                // Any exception of a user's deserializer, not only bufferqueue::error: the records
+                // before it are delivered first, and the failure is corrupt_data naming the record.
                 if (!reader.decoded.empty()) {
                     break;
                 }

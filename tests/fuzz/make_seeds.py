@@ -1,0 +1,86 @@
+#!/usr/bin/env python3
+"""Writes the seed corpora of the fuzz targets into tests/fuzz/corpus/<target>/ (run from anywhere).
+
+The seeds are small valid and almost-valid inputs in the formats of docs/mmap-format.md, so the
+fuzzers start from inputs that pass the CRC checks instead of having to find them.
+"""
+import pathlib
+import struct
+
+HERE = pathlib.Path(__file__).resolve().parent / "corpus"
+
+def crc32c(data: bytes, crc: int = 0) -> int:
+    crc ^= 0xFFFFFFFF
+    for byte in data:
+        crc ^= byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+    return crc ^ 0xFFFFFFFF
+
+MAGIC = b"BQSEGMT\0"
+
+def header(index: int, size: int) -> bytes:
+    body = MAGIC + struct.pack("<IIQQI", 1, 40, index, size, 0)
+    return body + struct.pack("<I", crc32c(body))
+
+def record(payload: bytes) -> bytes:
+    length = struct.pack("<I", len(payload))
+    padding = b"\0" * ((8 - len(payload) % 8) % 8)
+    return length + struct.pack("<I", crc32c(length + payload)) + payload + padding
+
+END_MARKER = struct.pack("<I", 0xFFFFFFFF) + struct.pack("<I", crc32c(b"\xff\xff\xff\xff" + MAGIC))
+
+def write(target: str, name: str, data: bytes) -> None:
+    folder = HERE / target
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / name).write_bytes(data)
+
+def main() -> None:
+    assert crc32c(b"\0\0\0\0") == 0x48674BC7 and struct.unpack("<I", END_MARKER[4:])[0] == 0x148C3D26
+
+    # segment_scanner: whole segments.
+    records = record(b"first") + record(b"") + record(b"a longer payload of 27 bytes")
+    seg = header(0, 256) + records
+    write("segment_scanner", "records", seg + b"\0" * (256 - len(seg)))
+    full = header(0, 128) + record(b"x" * 24) + record(b"y" * 40)
+    write("segment_scanner", "ended", full + END_MARKER + b"\0" * (128 - len(full) - 8))
+    torn = bytearray(seg + b"\0" * (256 - len(seg)))
+    torn[60] ^= 0x01
+    write("segment_scanner", "damaged", bytes(torn))
+    write("segment_scanner", "empty", header(0, 64) + b"\0" * 24)
+
+    # recovery: flags, producer.offset (u16), consumer.offset (u16), segment bodies (216 bytes each).
+    body0 = record(b"one") + record(b"two") + record(b"three")
+    write("recovery", "prefix", bytes([0, 0, 0, 0, 0]) + body0)
+    producer = 40 + len(body0)
+    write("recovery", "vouched", bytes([1]) + struct.pack("<HH", producer, 40) + body0)
+    write("recovery", "group", bytes([3]) + struct.pack("<HH", producer, 40 + len(record(b"one"))) + body0)
+    filled = b""
+    while len(filled) + len(record(b"z" * 20)) <= 216 - 8:
+        filled += record(b"z" * 20)
+    filled += END_MARKER
+    body_first = filled + b"\0" * (216 - len(filled))
+    write("recovery", "two-segments", bytes([0, 0, 0, 0, 0]) + body_first + record(b"next segment"))
+    write("recovery", "raw-headers", bytes([4, 0, 0, 0, 0]) + header(0, 256) + body0)
+
+    # checkpoint_reader: checkpoint files and group folder names.
+    write("checkpoint_reader", "offset", struct.pack("<Q", 40))
+    write("checkpoint_reader", "negative", struct.pack("<Q", 1 << 63))
+    write("checkpoint_reader", "short", b"\x28\0\0")
+    write("checkpoint_reader", "escaped", b"orders%2Fworker 1")
+    write("checkpoint_reader", "dots", b"%2E%2E")
+
+    # Deserializers.
+    write("json_deserializer", "order", b'{"id":7,"name":"widget","prices":[1.5,2.25]}')
+    write("json_deserializer", "nested", b'{"id":-1,"name":"\\u00e9","prices":[]}')
+    write("json_deserializer", "wrong", b'{"id":"seven"}')
+    # msgpack fixarray of 4: id, name, quantities, attributes
+    write("msgpack_deserializer", "order", bytes([0x94, 0x07, 0xA6]) + b"widget" +
+          bytes([0x92, 0x01, 0x02, 0x81, 0xA1]) + b"k" + bytes([0xA1]) + b"v")
+    write("msgpack_deserializer", "big-array", bytes([0x94, 0x00, 0xA0, 0xDD, 0xFF, 0xFF, 0xFF, 0xFF, 0x80]))
+    write("msgpack_deserializer", "map", bytes([0x81, 0xA1]) + b"a" + bytes([0x01]))
+    write("raw_deserializer", "sample", struct.pack("<QdI4s", 42, 3.5, 1, b"tag!"))
+    write("raw_deserializer", "short", b"\x01\x02\x03")
+
+if __name__ == "__main__":
+    main()
