@@ -83,6 +83,7 @@ void push_registry::stop(std::unique_ptr<pending_completion<>> completion)
 
 void push_registry::close() noexcept
 {
+    closed_.store(true, std::memory_order_release);
     std::lock_guard lock(mutex_);
     phase_ = phase::stopped;
 }

@@ -132,6 +132,30 @@ struct sink_log {
     }
 };
 
+/// A queue over the memory topic "numbers" of ints, recording what the error sink receives.
+struct numbers_queue {
+    explicit numbers_queue(std::size_t partitions)
+    {
+        queue.add_topic(int_topic("numbers", partitions));
+        queue.set_push_error_sink(errors.sink());
+    }
+
+    /// Starts the loops, produces 0..count-1 in one batch, and stops once `done` holds.
+    void run(int count, const std::function<bool()>& done)
+    {
+        queue.start();
+        items = sequence(count);
+        REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
+        REQUIRE(run_until_then_stop(io, queue, done));
+    }
+
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    sink_log errors;
+    delivery_log log;
+    std::vector<int> items;
+};
+
 // ------------------------------------------------------------------------------- consumer types
 
 delivery_log* singleton_log = nullptr;
@@ -243,49 +267,37 @@ static_assert(!bq::push_consumer<overloaded_consumer>);  // ambiguous: both comm
 TEST_CASE("push consumer: a singleton auto-commit consumer type receives every item once, from one instance",
           "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 4));
-    delivery_log log;
-    singleton_log = &log;
+    numbers_queue fixture(4);
+    singleton_log = &fixture.log;
     singleton_instances = 0;
-    queue.add_push_consumers<singleton_auto_consumer>();
+    fixture.queue.add_push_consumers<singleton_auto_consumer>();
     CHECK(singleton_instances == 1);  // a singleton is made at registration
 
-    queue.start();
-    const auto items = sequence(1000);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size(); }));
+    fixture.run(1000, [&] { return fixture.log.distinct() == fixture.items.size(); });
 
     CHECK(singleton_instances == 1);
-    for (int item : items) {
-        CHECK(log.times(item) == 1);
+    for (int item : fixture.items) {
+        CHECK(fixture.log.times(item) == 1);
     }
-    CHECK(log.batches >= 100);  // batch_size 10
+    CHECK(fixture.log.batches >= 100);  // batch_size 10
 }
 
 TEST_CASE("push consumer: a per-batch manual-commit consumer gets a fresh instance per batch, destroyed after it",
           "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 3));
-    delivery_log log;
-    per_batch_log = &log;
+    numbers_queue fixture(3);
+    per_batch_log = &fixture.log;
     per_batch_constructed = 0;
     per_batch_alive = 0;
-    queue.add_push_consumers<per_batch_manual_consumer>();
+    fixture.queue.add_push_consumers<per_batch_manual_consumer>();
     CHECK(per_batch_constructed == 0);  // per-batch instances are made per batch
 
-    queue.start();
-    const auto items = sequence(500);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size(); }));
+    fixture.run(500, [&] { return fixture.log.distinct() == fixture.items.size(); });
 
-    for (int item : items) {
-        CHECK(log.times(item) == 1);  // committed, so never delivered again
+    for (int item : fixture.items) {
+        CHECK(fixture.log.times(item) == 1);  // committed, so never delivered again
     }
-    CHECK(per_batch_constructed == static_cast<int>(log.batches));
+    CHECK(per_batch_constructed == static_cast<int>(fixture.log.batches));
     CHECK(per_batch_alive == 0);
 }
 
@@ -310,117 +322,87 @@ TEST_CASE("push consumer: several types register in one call; factories build ty
 
 TEST_CASE("push consumer: a callable handler's item type is deduced; per_batch calls a fresh copy", "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 2));
-    delivery_log log;
+    numbers_queue fixture(2);
     auto calls = std::make_shared<int>(0);
-    queue.add_push_consumer(
+    fixture.queue.add_push_consumer(
         {.topic = "numbers", .group = "lambda", .batch_size = 4, .lifetime = bq::lifetime::per_batch, .concurrency = 2},
-        [&log, calls, uses = 0](bq::batch<int> items) mutable -> asio::awaitable<void> {
+        [&log = fixture.log, calls, uses = 0](bq::batch<int> batch) mutable -> asio::awaitable<void> {
             CHECK(++uses == 1);  // the copy is fresh for every batch
             ++*calls;
-            log.record(items);
+            log.record(batch);
             co_return;
         });
-    queue.add_push_consumer<int>({.topic = "numbers", .group = "explicit-type", .concurrency = 1},
-                                 [](auto items, bq::committer& committer) -> asio::awaitable<void> {
-                                     for (int item : items) {
-                                         CHECK(item >= 0);
-                                     }
-                                     co_await committer.commit();
-                                 });
-    queue.start();
-    const auto items = sequence(40);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size(); }));
-    CHECK(*calls == static_cast<int>(log.batches));
+    fixture.queue.add_push_consumer<int>({.topic = "numbers", .group = "explicit-type", .concurrency = 1},
+                                         [](auto batch, bq::committer& committer) -> asio::awaitable<void> {
+                                             for (int item : batch) {
+                                                 CHECK(item >= 0);
+                                             }
+                                             co_await committer.commit();
+                                         });
+    fixture.run(40, [&] { return fixture.log.distinct() == fixture.items.size(); });
+    CHECK(*calls == static_cast<int>(fixture.log.batches));
 }
 
 TEST_CASE("push consumer: under manual commit a batch whose handler throws is delivered again and reported",
           "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 1));
-    sink_log errors;
-    queue.set_push_error_sink(errors.sink());
-    delivery_log log;
+    numbers_queue fixture(1);
     bool thrown = false;
-    queue.add_push_consumer({.topic = "numbers", .group = "flaky", .batch_size = 5},
-                            [&](bq::batch<int> items, bq::committer& committer) -> asio::awaitable<void> {
-                                log.record(items);
-                                if (!thrown) {
-                                    thrown = true;
-                                    throw std::runtime_error("handler failed on purpose");
-                                }
-                                co_await committer.commit();
-                            });
-    queue.start();
-    const auto items = sequence(20);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size(); }));
+    fixture.queue.add_push_consumer({.topic = "numbers", .group = "flaky", .batch_size = 5},
+                                    [&](bq::batch<int> batch, bq::committer& committer) -> asio::awaitable<void> {
+                                        fixture.log.record(batch);
+                                        if (!thrown) {
+                                            thrown = true;
+                                            throw std::runtime_error("handler failed on purpose");
+                                        }
+                                        co_await committer.commit();
+                                    });
+    fixture.run(20, [&] { return fixture.log.distinct() == fixture.items.size(); });
 
-    for (int item : items) {
-        CHECK(log.times(item) == (item < 5 ? 2 : 1));  // the first batch came twice, nothing else did
+    for (int item : fixture.items) {
+        CHECK(fixture.log.times(item) == (item < 5 ? 2 : 1));  // the first batch came twice, nothing else did
     }
-    REQUIRE(errors.lines.size() == 1);
-    CHECK(errors.lines[0] == "numbers|flaky|handler failed on purpose|exception");
+    REQUIRE(fixture.errors.lines.size() == 1);
+    CHECK(fixture.errors.lines[0] == "numbers|flaky|handler failed on purpose|exception");
 }
 
 TEST_CASE("push consumer: under manual commit a handler that returns without committing gets the batch again",
           "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 1));
-    sink_log errors;
-    queue.set_push_error_sink(errors.sink());
-    delivery_log log;
+    numbers_queue fixture(1);
     int calls = 0;
-    queue.add_push_consumer({.topic = "numbers", .group = "retrying", .batch_size = 10},
-                            [&](bq::batch<int> items, bq::committer& committer) -> asio::awaitable<void> {
-                                log.record(items);
-                                if (++calls % 2 == 0) {  // every second call commits
-                                    co_await committer.commit();
-                                }
-                            });
-    queue.start();
-    const auto items = sequence(30);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size() && calls % 2 == 0; }));
-    for (int item : items) {
-        CHECK(log.times(item) == 2);
+    fixture.queue.add_push_consumer({.topic = "numbers", .group = "retrying", .batch_size = 10},
+                                    [&](bq::batch<int> batch, bq::committer& committer) -> asio::awaitable<void> {
+                                        fixture.log.record(batch);
+                                        if (++calls % 2 == 0) {  // every second call commits
+                                            co_await committer.commit();
+                                        }
+                                    });
+    fixture.run(30, [&] { return fixture.log.distinct() == fixture.items.size() && calls % 2 == 0; });
+    for (int item : fixture.items) {
+        CHECK(fixture.log.times(item) == 2);
     }
-    CHECK(errors.size() == 0);
+    CHECK(fixture.errors.size() == 0);
 }
 
 TEST_CASE("push consumer: under auto commit a batch whose handler throws is reported and not delivered again",
           "[push][memory]")
 {
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    queue.add_topic(int_topic("numbers", 1));
-    sink_log errors;
-    queue.set_push_error_sink(errors.sink());
-    delivery_log log;
-    queue.add_push_consumer({.topic = "numbers", .group = "lossy", .batch_size = 5},
-                            [&](bq::batch<int> items) -> asio::awaitable<void> {
-                                log.record(items);
-                                if (items.front() == 0) {
-                                    throw 42;  // not a std::exception
-                                }
-                                co_return;
-                            });
-    queue.start();
-    const auto items = sequence(20);
-    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    REQUIRE(run_until_then_stop(io, queue, [&] { return log.distinct() == items.size(); }));
-    for (int item : items) {
-        CHECK(log.times(item) == 1);
+    numbers_queue fixture(1);
+    fixture.queue.add_push_consumer({.topic = "numbers", .group = "lossy", .batch_size = 5},
+                                    [&](bq::batch<int> batch) -> asio::awaitable<void> {
+                                        fixture.log.record(batch);
+                                        if (batch.front() == 0) {
+                                            throw 42;  // not a std::exception
+                                        }
+                                        co_return;
+                                    });
+    fixture.run(20, [&] { return fixture.log.distinct() == fixture.items.size(); });
+    for (int item : fixture.items) {
+        CHECK(fixture.log.times(item) == 1);
     }
-    REQUIRE(errors.lines.size() == 1);
-    CHECK(errors.lines[0] == "numbers|lossy|unknown exception|exception");
+    REQUIRE(fixture.errors.lines.size() == 1);
+    CHECK(fixture.errors.lines[0] == "numbers|lossy|unknown exception|exception");
 }
 
 TEST_CASE("push consumer: the default error sink writes one line naming topic, group and message", "[push]")

@@ -16,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <exception>
@@ -63,6 +64,9 @@ public:
     void close() noexcept;
     /// Called by each loop as its last action.
     void loop_ended() noexcept;
+    /// True once the queue closed (or is being destroyed): loops must not pull again, since a
+    /// persistent topic's pull would go to the queue's I/O threads.
+    bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
     void set_error_sink(push_error_sink sink);
     /// Reports the exception being handled (call inside a catch block). Never throws.
@@ -77,6 +81,7 @@ private:
     std::size_t running_ = 0;
     std::vector<std::unique_ptr<pending_completion<>>> stop_waiters_;
     std::shared_ptr<const push_error_sink> sink_;  // null: the default sink
+    std::atomic<bool> closed_{false};
 };
 
 /// Calls a subscription's handler on one batch (a per-batch instance lives as long as that call):
@@ -128,7 +133,7 @@ private:
         for (;;) {
             {
                 std::lock_guard lock(loop.mutex_);
-                if (loop.stop_requested_) {
+                if (loop.stop_requested_ || registry->is_closed()) {
                     break;
                 }
                 loop.state_ = state::pulling;
