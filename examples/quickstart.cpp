@@ -1,18 +1,20 @@
 // Quickstart: in-memory topics, producers on several threads, pull consumers in coroutines with
-// auto and manual commit. Run it with `scripts/run example`.
+// manual commit (at-least-once) and auto commit (at-most-once). Run it with `scripts/run example`.
+// The region between the [readme:usage] markers is the README's usage example (a test compares them).
 #include <bufferqueue/bufferqueue.hpp>
 
 #include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
 #include <cstdio>
 #include <exception>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
+namespace asio = boost::asio;
 namespace bq = bufferqueue;
 
 struct order {
@@ -20,84 +22,95 @@ struct order {
     double total = 0;
 };
 
-// [quickstart]
+constexpr int producer_threads = 3;
+constexpr int orders_per_thread = 1'000;
+constexpr int total_orders = producer_threads * orders_per_thread;
+
+// A consumer loop ends when the queue closes: a waiting consume() completes with operation_aborted,
+// a later one fails with errc::closed. Anything else is an error.
+void ignore_abort(std::exception_ptr error)
+{
+    try {
+        if (error) {
+            std::rethrow_exception(error);
+        }
+    } catch (const boost::system::system_error& failure) {
+        if (failure.code() != asio::error::operation_aborted && failure.code() != bq::errc::closed) {
+            throw;
+        }
+    }
+}
+
 int main()
 {
-    boost::asio::io_context io;
+    std::atomic<int> billed{0};
+    std::atomic<int> batches{0};
+    double revenue = 0;
+
+    // [readme:usage]
+    asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
 
     // Orders of one customer always go to one partition and keep their order there.
     queue.add_topic(bq::memory_topic_options<order>{
         .name = "orders", .partitions = 4, .partition_key = [](const order& o) { return o.customer_id; }});
-    // Audit lines are routed round-robin; at most 1,000 may wait for their consumers.
-    queue.add_topic(bq::memory_topic_options<std::string>{
-        .name = "audit", .partitions = 2, .bounded_capacity = 1'000, .full_mode = bq::full_mode::wait});
 
-    constexpr int producer_threads = 3;
-    constexpr int orders_per_thread = 1'000;
-    constexpr int total_orders = producer_threads * orders_per_thread;
-
-    // Consumers: "billing" commits by hand (at-least-once), "audit-log" commits on pull (at-most-once).
+    // Group "billing" commits by hand (at-least-once); its two consumers share the four partitions.
     std::vector<bq::pull_consumer<order>> billing = queue.create_pull_consumers<order>(
         {.topic = "orders", .group = "billing", .auto_commit = false, .batch_size = 100}, 2);
-    bq::pull_consumer<std::string> audit_log =
-        queue.create_pull_consumer<std::string>({.topic = "audit", .group = "audit-log", .auto_commit = true});
 
-    std::atomic<int> billed{0};
-    std::atomic<int> batches{0};
-    double revenue = 0;
-    for (auto& consumer : billing) {
-        boost::asio::co_spawn(
+    for (bq::pull_consumer<order>& consumer : billing) {
+        asio::co_spawn(
             io,
-            [&]() -> boost::asio::awaitable<void> {
-                while (billed.load() < total_orders) {
-                    bq::batch<order> batch = co_await consumer.consume();  // suspends while empty
+            [&]() -> asio::awaitable<void> {
+                for (;;) {
+                    bq::batch<order> batch = co_await consumer.consume();  // 1..100 items of one partition
                     for (const order& o : batch) {
                         revenue += o.total;
                     }
-                    co_await consumer.commit();  // without this, the batch would be delivered again
-                    billed += static_cast<int>(batch.size());
+                    co_await consumer.commit();  // without it, the batch would be delivered again
                     ++batches;
-                }
-                if (billed.load() == total_orders) {
-                    queue.close();  // wakes the other consumers with operation_aborted
+                    if (billed += static_cast<int>(batch.size()); billed == total_orders) {
+                        queue.close();  // ends every consumer loop
+                    }
                 }
             },
-            [](std::exception_ptr error) {
-                try {
-                    if (error) {
-                        std::rethrow_exception(error);
-                    }
-                } catch (const boost::system::system_error& failure) {
-                    if (failure.code() != boost::asio::error::operation_aborted) {
-                        throw;
-                    }
-                }
-            });
+            ignore_abort);
     }
 
+    bq::producer<order> orders = queue.producer<order>("orders");  // copyable, thread-safe
+    orders.try_produce(order{.customer_id = 7, .total = 1.0});     // never waits
+    // [readme:usage-end]
+
+    // Audit lines are routed round-robin; at most 1,000 may wait for their consumers.
+    queue.add_topic(bq::memory_topic_options<std::string>{
+        .name = "audit", .partitions = 2, .bounded_capacity = 1'000, .full_mode = bq::full_mode::wait});
+    // Group "audit-log" commits on pull (at-most-once).
+    bq::pull_consumer<std::string> audit_log =
+        queue.create_pull_consumer<std::string>({.topic = "audit", .group = "audit-log", .auto_commit = true});
     int audited = 0;
-    boost::asio::co_spawn(
+    asio::co_spawn(
         io,
-        [&]() -> boost::asio::awaitable<void> {
+        [&]() -> asio::awaitable<void> {
             for (;;) {
                 bq::batch<std::string> lines = co_await audit_log.consume();
                 audited += static_cast<int>(lines.size());
             }
         },
-        [](std::exception_ptr) {});  // ends with operation_aborted when the queue closes
+        ignore_abort);
 
     // Producers on several threads share one producer handle per topic.
-    bq::producer<order> orders = queue.producer<order>("orders");
     bq::producer<std::string> audit = queue.producer<std::string>("audit");
     std::vector<std::thread> producers;
     for (int thread = 0; thread < producer_threads; ++thread) {
         producers.emplace_back([&, thread] {
             audit.try_produce("producer " + std::to_string(thread) + " started");
             std::vector<order> chunk;
-            for (int i = 0; i < orders_per_thread; ++i) {
+            // The first thread makes one order fewer: the order produced above completes the count.
+            const int count = thread == 0 ? orders_per_thread - 1 : orders_per_thread;
+            for (int i = 0; i < count; ++i) {
                 chunk.push_back({.customer_id = thread * 100 + i % 10, .total = 1.0});
-                if (chunk.size() == 50) {
+                if (chunk.size() == 50 || i == count - 1) {
                     orders.try_produce(std::span<const order>(chunk));  // one batch, routed per item
                     chunk.clear();
                 }
@@ -118,4 +131,3 @@ int main()
     std::printf("quickstart: %s\n", complete ? "done" : "FAILED");
     return complete ? 0 : 1;
 }
-// [quickstart]

@@ -90,8 +90,22 @@ void buffer_queue::validate(const pull_consumer_options& options)
     }
 }
 
+void buffer_queue::start()
+{
+    if (is_closed()) {
+        throw error(errc::closed, "buffer_queue::start(): the queue is closed");
+    }
+    push_->start(executor_);
+}
+
+void buffer_queue::set_push_error_sink(push_error_sink sink)
+{
+    push_->set_error_sink(std::move(sink));
+}
+
 void buffer_queue::close() noexcept
 {
+    push_->close();
     std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> closing;
     {
         std::unique_lock lock(mutex_);

@@ -3,6 +3,7 @@
 
 #include "bufferqueue/detail/config.hpp"
 
+#include "bufferqueue/detail/push_loop.hpp"
 #include "bufferqueue/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
@@ -11,6 +12,8 @@
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push_consumer.hpp"
+
 #include <boost/asio/thread_pool.hpp>
 
 #include <cstddef>
@@ -19,7 +22,9 @@
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <type_traits>
 #include <typeindex>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue {
@@ -31,6 +36,10 @@ namespace bufferqueue {
 ///
 /// Thread-safety: every member function is thread-safe. Registration takes a reader/writer lock;
 /// the produce and consume paths never touch it.
+///
+/// Push consumers: `add_push_consumers` / `add_push_consumer` register handlers before `start()`;
+/// `start()` runs their loops on the queue's executor and `stop()` ends them (see
+/// docs/push-consumers.md).
 ///
 /// Threads: with the first persistent topic the queue starts a small pool of its own (two threads)
 /// where asynchronous `produce`, `consume` and `commit` on persistent topics do their blocking file
@@ -102,6 +111,78 @@ public:
         return std::move(create_pull_consumers<T>(options, 1).front());
     }
 
+    /// Registers push consumer types (see the `push_consumer` concept), each from its `subscription`
+    /// member: creates the group with `concurrency` pull consumers now, so items produced from now on
+    /// wait for it, and runs it from `start()`. Default-constructs the consumers: a singleton now, a
+    /// per-batch consumer for every batch. Every subscription is checked before any group is created;
+    /// throws `bufferqueue::error` naming topic and group: `errc::invalid_argument` (after `start()`,
+    /// empty group, batch_size 0, the same topic and group twice), `errc::too_many_consumers`
+    /// (concurrency 0 or above the partition count), `errc::no_such_topic`, `errc::type_mismatch`,
+    /// `errc::group_exists`, `errc::closed` (after `stop()` or `close()`). Allocates.
+    template <push_consumer... Consumers>
+    void add_push_consumers()
+    {
+        add_push_consumer_types<Consumers...>(default_push_factory<Consumers>{}...);
+    }
+
+    /// As above, each consumer made by the matching factory (called with no arguments, returning the
+    /// consumer by value, `std::unique_ptr` or `std::shared_ptr`): once now for a singleton, for every
+    /// batch for a per-batch consumer (a throwing factory is reported like a throwing handler).
+    template <push_consumer... Consumers, class... Factories>
+        requires(sizeof...(Factories) > 0 && sizeof...(Consumers) == sizeof...(Factories))
+    void add_push_consumers(Factories... factories) { add_push_consumer_types<Consumers...>(std::move(factories)...); }
+
+    /// Registers a callable push handler: `handler(batch<T>)` (auto commit) or
+    /// `handler(batch<T>, committer&)` (manual commit) returning `boost::asio::awaitable<void>`. `T` is
+    /// deduced from a non-generic handler's first parameter unless given. `singleton` shares one copy
+    /// of `handler` between the loops; `per_batch` calls a fresh copy for every batch. Throws as
+    /// `add_push_consumers`.
+    template <class T = detail::deduced_item, class Handler>
+    void add_push_consumer(const push_subscription& subscription, Handler handler)
+    {
+        using item = typename callable_item<T, Handler>::type;
+        static_assert(push_handler<Handler, item>,
+                      "a push handler must be a copyable callable taking (bufferqueue::batch<T>) or "
+                      "(bufferqueue::batch<T>, bufferqueue::committer&) and returning boost::asio::awaitable<void>");
+        check_push_subscription<item>(subscription, {});
+        detail::push_invoker<item> invoker;
+        if (subscription.lifetime == lifetime::singleton) {
+            invoker = [shared = std::make_shared<Handler>(std::move(handler))](batch<item> items, committer* commit) {
+                return detail::call_callable<item>(*shared, items, commit);
+            };
+        } else {
+            invoker = [prototype = std::make_shared<const Handler>(std::move(handler))](batch<item> items,
+                                                                                        committer* commit) {
+                return detail::call_fresh_callable<item>(prototype, items, commit);
+            };
+        }
+        add_push_loops<item>(subscription, std::move(invoker), std::is_invocable_v<Handler&, batch<item>, committer&>);
+    }
+
+    /// Starts every registered push loop on the queue's executor (`co_spawn`); returns at once.
+    /// Idempotent while started. Throws `bufferqueue::error` `errc::closed` after `stop()` or
+    /// `close()`: stopping is final.
+    void start();
+
+    /// Stops the push consumers: no loop pulls again, a waiting pull is aborted, running handlers
+    /// finish. Completes (signature `void()`) once every loop has ended; at once when none runs
+    /// (also before `start()`, which then stays impossible). No batch is lost: under manual commit an
+    /// uncommitted batch stays in the topic for the next run; under auto commit a pulled batch is
+    /// handed to its handler. Thread-safe; may be awaited from several places.
+    template <class CompletionToken = default_completion_token>
+    auto stop(CompletionToken&& token = default_completion_token())
+    {
+        return boost::asio::async_initiate<CompletionToken, void()>(
+            [](auto handler, std::shared_ptr<detail::push_registry> registry, const executor_type& executor) {
+                registry->stop(detail::make_pending_completion<>(std::move(handler), executor));
+            },
+            token, push_, executor_);
+    }
+
+    /// Replaces where push loop failures go; an empty function restores `default_push_error_sink`.
+    /// Thread-safe; takes effect for the next failure.
+    void set_push_error_sink(push_error_sink sink);
+
     /// Closes every topic: waiting `consume()` and `produce()` operations complete with
     /// `boost::asio::error::operation_aborted`, later calls fail with `errc::closed`. Idempotent.
     void close() noexcept;
@@ -120,6 +201,99 @@ private:
                                              std::string_view type_name) const;
     static void validate(const pull_consumer_options& options);
 
+    template <class Consumer>
+    struct default_push_factory {
+        std::shared_ptr<Consumer> operator()() const { return std::make_shared<Consumer>(); }
+    };
+
+    template <class T, class Handler>
+    struct callable_item {
+        using type = T;
+    };
+    template <class Handler>
+    struct callable_item<detail::deduced_item, Handler> {
+        static_assert(
+            requires { &Handler::operator(); }, "cannot deduce the item type of a generic or overloaded push handler: "
+                                                "call add_push_consumer<T>(subscription, handler)");
+        using type = detail::item_of_member<decltype(&Handler::operator())>;
+    };
+
+    // Checks everything about a subscription that can be checked before its group is created.
+    // `earlier` lists the (topic, group) pairs registered by the same call.
+    template <class T>
+    void check_push_subscription(const push_subscription& subscription,
+                                 const std::vector<std::pair<std::string_view, std::string_view>>& earlier) const
+    {
+        const std::string topic(subscription.topic);
+        const std::string group(subscription.group);
+        push_->require_registering(topic, group);
+        validate({.topic = topic, .group = group, .auto_commit = false, .batch_size = subscription.batch_size});
+        if (subscription.lifetime != lifetime::singleton && subscription.lifetime != lifetime::per_batch) {
+            throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group + "': invalid 'lifetime'");
+        }
+        for (const auto& [other_topic, other_group] : earlier) {
+            if (other_topic == subscription.topic && other_group == subscription.group) {
+                throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group +
+                                                        "': two push consumers subscribe with the same group");
+            }
+        }
+        const std::size_t partitions = find<T>(topic)->partition_count();
+        if (subscription.concurrency < 1 || subscription.concurrency > partitions) {
+            throw error(errc::too_many_consumers, "topic '" + topic + "' group '" + group + "': push concurrency " +
+                                                      std::to_string(subscription.concurrency) +
+                                                      " must be between 1 and the topic's " +
+                                                      std::to_string(partitions) + " partitions");
+        }
+    }
+
+    template <class Consumer>
+    using push_item = detail::item_of_member<decltype(&Consumer::consume)>;
+
+    template <class... Consumers, class... Factories>
+    void add_push_consumer_types(Factories... factories)
+    {
+        std::vector<std::pair<std::string_view, std::string_view>> checked;
+        ((check_push_subscription<push_item<Consumers>>(Consumers::subscription, checked),
+          checked.emplace_back(push_subscription(Consumers::subscription).topic,
+                               push_subscription(Consumers::subscription).group)),
+         ...);
+        (add_push_consumer_type<Consumers>(std::move(factories)), ...);
+    }
+
+    template <class Consumer, class Factory>
+    void add_push_consumer_type(Factory factory)
+    {
+        using item = push_item<Consumer>;
+        const push_subscription subscription = Consumer::subscription;
+        detail::push_invoker<item> invoker;
+        if (subscription.lifetime == lifetime::singleton) {
+            invoker = [instance = detail::make_consumer_instance<Consumer>(factory)](batch<item> items,
+                                                                                     committer* commit) {
+                return detail::call_consume<item>(*instance, items, commit);
+            };
+        } else {
+            invoker = [shared = std::make_shared<Factory>(std::move(factory))](batch<item> items, committer* commit) {
+                return detail::call_fresh_consumer<item, Consumer>(shared, items, commit);
+            };
+        }
+        add_push_loops<item>(subscription, std::move(invoker), manual_commit_push_handler<Consumer, item>);
+    }
+
+    template <class T>
+    void add_push_loops(const push_subscription& subscription, detail::push_invoker<T> invoker, bool manual_commit)
+    {
+        const pull_consumer_options options{.topic = std::string(subscription.topic),
+                                            .group = std::string(subscription.group),
+                                            .auto_commit = !manual_commit,
+                                            .batch_size = subscription.batch_size};
+        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
+        for (pull_consumer<T>& consumer : create_pull_consumers<T>(options, subscription.concurrency)) {
+            loops.push_back(
+                std::make_shared<detail::push_loop<T>>(std::move(consumer), invoker, manual_commit, executor_));
+        }
+        push_->add(std::move(loops), options.topic, options.group);
+    }
+
     template <class T>
     std::shared_ptr<detail::topic<T>> find(std::string_view topic) const
     {
@@ -131,6 +305,7 @@ private:
     std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> topics_;  // by name
     bool closed_ = false;                                                                          // guarded by mutex_
     std::unique_ptr<boost::asio::thread_pool> blocking_pool_;  // made with the first persistent topic; mutex_
+    const std::shared_ptr<detail::push_registry> push_ = std::make_shared<detail::push_registry>();
 };
 
 }  // namespace bufferqueue

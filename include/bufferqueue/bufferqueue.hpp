@@ -11,5 +11,6 @@
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/serializer.hpp"
 #include "bufferqueue/storage.hpp"

@@ -1,0 +1,359 @@
+// HTTP ingest: a Boost.Beast server on 127.0.0.1 that takes JSON items over HTTP and produces them
+// into topics that a pull consumer and two push consumers read and log.
+//
+//   example_http_ingest <port> [<seconds>]      port 0 picks a free port; the bound port is printed
+//
+//   POST /api/foo1  {"id": 1, "name": "x"}   -> topic-foo1, read by a pull consumer (auto commit)
+//   POST /api/foo2  {"id": 1, "name": "x"}   -> topic-foo2, singleton push consumer (auto commit)
+//   POST /api/bar   {"id": 1, "amount": 2.5} -> topic-bar, per-batch push consumer (manual commit),
+//                                               bounded to 8 uncommitted items in fail mode
+//   GET  /api/stats                          -> {"accepted": {...}, "consumed": {...}}
+//   POST /shutdown                           -> stops the server; SIGINT/SIGTERM and <seconds> too
+//
+// Responses: 202 accepted, 400 malformed JSON or fields (with a message), 404 unknown path,
+// 405 wrong method, 413 body over 4 KiB, 503 topic full. One request per connection.
+#include <bufferqueue/bufferqueue.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/beast/core.hpp>
+#include <boost/beast/http.hpp>
+#include <nlohmann/json.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#if defined(__GNUC__) && !defined(__clang__)
+// GCC 12 with sanitizers at -O1 reports a false -Wmismatched-new-delete for Asio's coroutine frames
+// here (the frame's operator new is inlined, its matching operator delete is not).
+#pragma GCC diagnostic ignored "-Wmismatched-new-delete"
+#endif
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace bq = bufferqueue;
+using tcp = asio::ip::tcp;
+
+struct foo {
+    int id = 0;
+    std::string name;
+};
+struct bar {
+    int id = 0;
+    double amount = 0;
+};
+
+void from_json(const nlohmann::json& json, foo& item)
+{
+    json.at("id").get_to(item.id);
+    json.at("name").get_to(item.name);
+}
+void from_json(const nlohmann::json& json, bar& item)
+{
+    json.at("id").get_to(item.id);
+    json.at("amount").get_to(item.amount);
+}
+
+constexpr std::size_t body_limit = 4096;
+constexpr std::size_t bar_capacity = 8;
+
+/// Counts what was accepted and consumed, per topic; read by /api/stats. One executor thread.
+struct counters {
+    std::map<std::string, int> accepted{{"foo1", 0}, {"foo2", 0}, {"bar", 0}};
+    std::map<std::string, int> consumed{{"foo1", 0}, {"foo2", 0}, {"bar", 0}};
+};
+
+// Logs every item and counts it. The server runs on one thread, so the singleton needs no lock.
+struct foo2_push_consumer {
+    static constexpr bq::push_subscription subscription{.topic = "topic-foo2",
+                                                        .group = "group-foo2",
+                                                        .batch_size = 100,
+                                                        .lifetime = bq::lifetime::singleton,
+                                                        .concurrency = 2};
+
+    asio::awaitable<void> consume(bq::batch<foo> items)
+    {
+        for (const foo& item : items) {
+            std::printf("http_ingest: [push foo2, singleton] foo2 id=%d name=%s\n", item.id, item.name.c_str());
+        }
+        counts->consumed["foo2"] += static_cast<int>(items.size());
+        co_return;
+    }
+
+    counters* counts = nullptr;
+};
+
+// A slow downstream: holds each batch for 100 ms before committing, so a burst fills topic-bar.
+struct bar_push_consumer {
+    static constexpr bq::push_subscription subscription{.topic = "topic-bar",
+                                                        .group = "group-bar",
+                                                        .batch_size = 100,
+                                                        .lifetime = bq::lifetime::per_batch,
+                                                        .concurrency = 2};
+
+    asio::awaitable<void> consume(bq::batch<bar> items, bq::committer& committer)
+    {
+        asio::steady_timer slow(co_await asio::this_coro::executor, std::chrono::milliseconds(100));
+        co_await slow.async_wait(asio::use_awaitable);
+        for (const bar& item : items) {
+            std::printf("http_ingest: [push bar, per batch] bar id=%d amount=%.2f\n", item.id, item.amount);
+        }
+        co_await committer.commit();
+        counts->consumed["bar"] += static_cast<int>(items.size());
+    }
+
+    counters* counts = nullptr;
+};
+
+class server {
+public:
+    server(asio::io_context& io, unsigned short port)
+        : io_(io), queue_(io.get_executor()), acceptor_(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)),
+          signals_(io, SIGINT, SIGTERM), deadline_(io)
+    {
+        queue_.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo1", .partitions = 2});
+        queue_.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo2", .partitions = 2});
+        queue_.add_topic(bq::memory_topic_options<bar>{
+            .name = "topic-bar", .partitions = 2, .bounded_capacity = bar_capacity, .full_mode = bq::full_mode::fail});
+        queue_.add_push_consumers<foo2_push_consumer, bar_push_consumer>(
+            [this] { return foo2_push_consumer{.counts = &counts_}; },
+            [this] { return bar_push_consumer{.counts = &counts_}; });
+        foo1_consumer_.emplace(
+            queue_.create_pull_consumer<foo>({.topic = "topic-foo1", .group = "group-foo1", .auto_commit = true}));
+    }
+
+    unsigned short port() const { return acceptor_.local_endpoint().port(); }
+
+    void run(std::optional<int> seconds)
+    {
+        queue_.start();
+        asio::co_spawn(io_, pull_foo1(), asio::detached);
+        asio::co_spawn(io_, accept(), asio::detached);
+        signals_.async_wait([this](boost::system::error_code error, int) {
+            if (!error) {
+                shutdown("signal");
+            }
+        });
+        if (seconds) {
+            deadline_.expires_after(std::chrono::seconds(*seconds));
+            deadline_.async_wait([this](boost::system::error_code error) {
+                if (!error) {
+                    shutdown("time limit");
+                }
+            });
+        }
+    }
+
+    const counters& counts() const { return counts_; }
+
+private:
+    asio::awaitable<void> pull_foo1()
+    {
+        try {
+            for (;;) {
+                bq::batch<foo> items = co_await foo1_consumer_->consume();
+                for (const foo& item : items) {
+                    std::printf("http_ingest: [pull foo1] foo1 id=%d name=%s\n", item.id, item.name.c_str());
+                }
+                counts_.consumed["foo1"] += static_cast<int>(items.size());
+            }
+        } catch (const boost::system::system_error& failure) {
+            if (failure.code() != asio::error::operation_aborted && failure.code() != bq::errc::closed) {
+                std::fprintf(stderr, "http_ingest: foo1 consumer failed: %s\n", failure.what());
+            }
+        }
+    }
+
+    asio::awaitable<void> accept()
+    {
+        for (;;) {
+            boost::system::error_code error;
+            tcp::socket socket(io_);
+            co_await acceptor_.async_accept(socket, asio::redirect_error(asio::use_awaitable, error));
+            if (error == asio::error::operation_aborted || !acceptor_.is_open()) {
+                co_return;
+            }
+            if (!error) {
+                asio::co_spawn(io_, session(std::move(socket)), asio::detached);
+            }
+        }
+    }
+
+    // One request, one response, then the connection closes. Every failure ends only this session.
+    asio::awaitable<void> session(tcp::socket socket)
+    {
+        beast::tcp_stream stream(std::move(socket));
+        try {
+            beast::flat_buffer buffer;
+            http::request_parser<http::string_body> parser;
+            parser.body_limit(body_limit);
+            stream.expires_after(std::chrono::seconds(10));
+            boost::system::error_code error;
+            co_await http::async_read(stream, buffer, parser, asio::redirect_error(asio::use_awaitable, error));
+            http::response<http::string_body> response;
+            if (error == http::error::body_limit) {
+                response = reply(http::status::payload_too_large,
+                                 "request body over " + std::to_string(body_limit) + " bytes");
+            } else if (error) {
+                co_return;  // the client went away or sent no valid HTTP
+            } else {
+                response = co_await handle(parser.get());
+            }
+            response.keep_alive(false);
+            response.prepare_payload();
+            co_await http::async_write(stream, response, asio::redirect_error(asio::use_awaitable, error));
+            // Graceful close: send FIN, then discard what the client still sends (the rest of an
+            // oversized body) until it closes, so the close does not reset the connection and
+            // destroy the response before the client read it.
+            stream.socket().shutdown(tcp::socket::shutdown_send, error);
+            stream.expires_after(std::chrono::seconds(2));
+            char discard[4096];
+            while (!error) {
+                co_await stream.async_read_some(asio::buffer(discard),
+                                                asio::redirect_error(asio::use_awaitable, error));
+            }
+        } catch (const std::exception& failure) {
+            std::fprintf(stderr, "http_ingest: session failed: %s\n", failure.what());
+        }
+    }
+
+    static http::response<http::string_body> reply(http::status status, const std::string& message)
+    {
+        http::response<http::string_body> response{status, 11};
+        response.set(http::field::content_type, "application/json");
+        response.body() = nlohmann::json{{"status", static_cast<int>(status)}, {"message", message}}.dump() + "\n";
+        return response;
+    }
+
+    asio::awaitable<http::response<http::string_body>> handle(const http::request<http::string_body>& request)
+    {
+        const std::string target(request.target());
+        if (target == "/api/stats" && request.method() == http::verb::get) {
+            http::response<http::string_body> response{http::status::ok, 11};
+            response.set(http::field::content_type, "application/json");
+            response.body() = nlohmann::json{{"accepted", counts_.accepted}, {"consumed", counts_.consumed}}.dump();
+            co_return response;
+        }
+        if (target == "/shutdown" && request.method() == http::verb::post) {
+            shutdown("request");
+            co_return reply(http::status::ok, "shutting down");
+        }
+        if (target != "/api/foo1" && target != "/api/foo2" && target != "/api/bar") {
+            co_return reply(http::status::not_found, "no such path: " + target);
+        }
+        if (request.method() != http::verb::post) {
+            co_return reply(http::status::method_not_allowed, target + " takes POST");
+        }
+        nlohmann::json json;
+        try {
+            json = nlohmann::json::parse(request.body());
+        } catch (const nlohmann::json::exception& failure) {
+            co_return reply(http::status::bad_request, std::string("malformed JSON: ") + failure.what());
+        }
+        try {
+            if (target == "/api/bar") {
+                // Fail mode: a full topic is refused at once instead of making the client wait.
+                if (!queue_.producer<bar>("topic-bar").try_produce(json.get<bar>())) {
+                    co_return reply(http::status::service_unavailable, "topic-bar is full; retry later");
+                }
+                ++counts_.accepted["bar"];
+            } else {
+                const std::string name = target == "/api/foo1" ? "foo1" : "foo2";
+                // Unbounded topic: completes at once.
+                co_await queue_.producer<foo>("topic-" + name).produce(json.get<foo>());
+                ++counts_.accepted[name];
+            }
+        } catch (const nlohmann::json::exception& failure) {
+            co_return reply(http::status::bad_request, std::string("invalid fields: ") + failure.what());
+        } catch (const std::system_error& failure) {  // the queue is closed: the server is stopping
+            co_return reply(http::status::service_unavailable, failure.what());
+        }
+        co_return reply(http::status::accepted, "accepted");
+    }
+
+    // Stops accepting, lets the push consumers finish their batches, then closes the queue, which
+    // ends the pull consumer. The io_context then runs out of work and main() returns.
+    void shutdown(const char* reason)
+    {
+        if (stopping_.exchange(true)) {
+            return;
+        }
+        std::printf("http_ingest: shutting down (%s)\n", reason);
+        boost::system::error_code ignored;
+        acceptor_.close(ignored);
+        signals_.cancel(ignored);
+        deadline_.cancel();
+        asio::co_spawn(
+            io_,
+            [this]() -> asio::awaitable<void> {
+                // Drain: memory topics die with the process, so wait (up to 5 s) until the consumers
+                // have everything that was accepted.
+                asio::steady_timer drain(io_);
+                for (int waited = 0; waited < 500 && counts_.consumed != counts_.accepted; ++waited) {
+                    drain.expires_after(std::chrono::milliseconds(10));
+                    co_await drain.async_wait(asio::use_awaitable);
+                }
+                co_await queue_.stop();  // running handlers finish
+                queue_.close();          // ends the pull consumer
+            },
+            asio::detached);
+    }
+
+    asio::io_context& io_;
+    bq::buffer_queue queue_;
+    counters counts_;
+    std::optional<bq::pull_consumer<foo>> foo1_consumer_;
+    tcp::acceptor acceptor_;
+    asio::signal_set signals_;
+    asio::steady_timer deadline_;
+    std::atomic<bool> stopping_{false};
+};
+
+int main(int argc, char** argv)
+{
+    if (argc < 2 || argc > 3) {
+        std::fprintf(stderr, "usage: %s <port> [<seconds>]\n", argv[0]);
+        return 2;
+    }
+    try {
+        const int port = std::stoi(argv[1]);
+        if (port < 0 || port > 65535) {
+            throw std::out_of_range("port out of range");
+        }
+        std::optional<int> seconds;
+        if (argc == 3) {
+            seconds = std::stoi(argv[2]);
+        }
+        asio::io_context io;
+        server ingest(io, static_cast<unsigned short>(port));
+        ingest.run(seconds);
+        std::printf("http_ingest: listening on 127.0.0.1:%u\n", static_cast<unsigned>(ingest.port()));
+        std::fflush(stdout);
+        io.run();
+        const counters& counts = ingest.counts();
+        bool complete = true;
+        for (const auto& [topic, accepted] : counts.accepted) {
+            std::printf("http_ingest: %s accepted %d consumed %d\n", topic.c_str(), accepted,
+                        counts.consumed.at(topic));
+            complete = complete && accepted == counts.consumed.at(topic);
+        }
+        std::printf("http_ingest: %s\n", complete ? "done" : "FAILED (accepted items were not all consumed)");
+        return complete ? 0 : 1;
+    } catch (const std::exception& failure) {
+        std::fprintf(stderr, "http_ingest: %s\n", failure.what());
+        return 1;
+    }
+}

@@ -1,0 +1,160 @@
+// Push consumers: the queue runs consumer loops on its executor and hands every batch to a handler.
+// A singleton auto-commit consumer type, a per-batch manual-commit consumer type built by a factory,
+// and a callable. The region between the [readme:push] markers is the README's push example.
+#include <bufferqueue/bufferqueue.hpp>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace asio = boost::asio;
+namespace bq = bufferqueue;
+
+struct foo {
+    int id = 0;
+};
+struct bar {
+    int id = 0;
+    double amount = 0;
+};
+
+/// Shared by the consumers: what they saw.
+struct ledger {
+    std::mutex mutex;
+    int foos = 0;
+    int bars = 0;
+    int bar_batches = 0;
+    double amount = 0;
+};
+
+// [readme:push]
+// One instance shared by both loops (so it must be thread-safe); auto commit: a batch is committed
+// when it is pulled, and a throwing handler does not get it again.
+struct foo_consumer {
+    static constexpr bq::push_subscription subscription{.topic = "topic-foo",
+                                                        .group = "group-foo",
+                                                        .batch_size = 100,
+                                                        .lifetime = bq::lifetime::singleton,
+                                                        .concurrency = 2};
+
+    asio::awaitable<void> consume(bq::batch<foo> items)
+    {
+        std::lock_guard lock(ledger_->mutex);
+        ledger_->foos += static_cast<int>(items.size());
+        co_return;
+    }
+
+    ledger* ledger_ = nullptr;
+};
+
+// A fresh instance per batch; manual commit: an uncommitted batch is delivered again.
+struct bar_consumer {
+    static constexpr bq::push_subscription subscription{.topic = "topic-bar",
+                                                        .group = "group-bar",
+                                                        .batch_size = 50,
+                                                        .lifetime = bq::lifetime::per_batch,
+                                                        .concurrency = 2};
+
+    asio::awaitable<void> consume(bq::batch<bar> items, bq::committer& committer)
+    {
+        double sum = 0;
+        for (const bar& b : items) {
+            sum += b.amount;
+        }
+        co_await committer.commit();  // commit after the work is done: at-least-once
+        std::lock_guard lock(ledger_->mutex);
+        ledger_->bars += static_cast<int>(items.size());
+        ledger_->amount += sum;
+        ++ledger_->bar_batches;
+    }
+
+    ledger* ledger_ = nullptr;
+};
+// [readme:push-end]
+
+static_assert(bq::push_consumer<foo_consumer> && bq::push_consumer<bar_consumer>);
+
+int main()
+{
+    constexpr int count = 1'000;
+    ledger seen;
+
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo", .partitions = 2});
+    queue.add_topic(bq::memory_topic_options<bar>{.name = "topic-bar", .partitions = 4});
+
+    // A callable (item type deduced from its parameter) with the same lifetime and commit rules.
+    int callable_items = 0;
+    queue.add_push_consumer({.topic = "topic-foo", .group = "group-foo-audit", .batch_size = 10},
+                            [&](bq::batch<foo> items) -> asio::awaitable<void> {
+                                callable_items += static_cast<int>(items.size());
+                                co_return;
+                            });
+    // Failures of handlers go to an error sink (default: one line on stderr).
+    queue.set_push_error_sink([](const bq::push_error& failure) {
+        std::fprintf(stderr, "push: %.*s/%.*s failed: %.*s\n", static_cast<int>(failure.topic.size()),
+                     failure.topic.data(), static_cast<int>(failure.group.size()), failure.group.data(),
+                     static_cast<int>(failure.message.size()), failure.message.data());
+    });
+
+    // [readme:push-register]
+    // The consumers need a constructor argument, so factories make them: the singleton once, now;
+    // a bar_consumer for every batch. (Default-constructible ones: add_push_consumers<A, B>().)
+    queue.add_push_consumers<foo_consumer, bar_consumer>([&] { return foo_consumer{.ledger_ = &seen}; },
+                                                         [&] { return bar_consumer{.ledger_ = &seen}; });
+    queue.start();  // runs every push loop on the queue's executor
+    // Later, in a coroutine: stop pulling, let running handlers finish; no batch is lost.
+    //     co_await queue.stop();
+    // [readme:push-register-end]
+
+    std::vector<foo> foos;
+    std::vector<bar> bars;
+    for (int i = 0; i < count; ++i) {
+        foos.push_back({.id = i});
+        bars.push_back({.id = i, .amount = 0.5});
+    }
+    queue.producer<foo>("topic-foo").try_produce(std::span<const foo>(foos));
+    queue.producer<bar>("topic-bar").try_produce(std::span<const bar>(bars));
+
+    // Stop once everything arrived: stop() lets running handlers finish and completes when every
+    // loop has ended; then io.run() runs out of work.
+    bool stopped = false;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            asio::steady_timer timer(io);
+            for (int waited = 0; waited < 10'000; ++waited) {
+                {
+                    std::lock_guard lock(seen.mutex);
+                    if (seen.foos == count && seen.bars == count && callable_items == count) {
+                        break;
+                    }
+                }
+                timer.expires_after(std::chrono::milliseconds(1));
+                co_await timer.async_wait(asio::use_awaitable);
+            }
+            co_await queue.stop();
+            stopped = true;
+        },
+        asio::detached);
+    io.run();
+
+    std::printf("push: foo_consumer (singleton, auto commit) got %d foos\n", seen.foos);
+    std::printf("push: bar_consumer (per batch, manual commit) got %d bars in %d batches, amount %.1f\n", seen.bars,
+                seen.bar_batches, seen.amount);
+    std::printf("push: callable got %d foos\n", callable_items);
+    const bool complete =
+        stopped && seen.foos == count && seen.bars == count && callable_items == count && seen.amount == count * 0.5;
+    std::printf("push: %s\n", complete ? "done" : "FAILED");
+    return complete ? 0 : 1;
+}
