@@ -129,7 +129,11 @@ TEST_CASE("bad input: a deserializer that throws fails the consume naming the to
             FAIL("a record that cannot be decoded was delivered");
         } catch (const bq::error& failure) {
             CHECK(failure.code() == bq::errc::corrupt_data);
-            CHECK(std::string(failure.what()).find("topic 'events'") != std::string::npos);
+            const std::string message = failure.what();
+            CHECK(message.find("topic 'events'") != std::string::npos);
+            // The storage's own description survives: the file and offset of the record.
+            CHECK(message.find("cannot decode the record at offset") != std::string::npos);
+            CHECK(message.find(".log") != std::string::npos);
         }
     }
     SECTION("an awaited consume completes with corrupt_data instead of terminating a thread")

@@ -4,6 +4,7 @@
 #include <boost/system/error_code.hpp>
 #include <boost/system/system_error.hpp>
 
+#include <exception>
 #include <string>
 #include <system_error>
 #include <type_traits>
@@ -61,6 +62,19 @@ inline boost::system::error_code current_exception_code(errc fallback) noexcept
         return {failure.code().value(), error_category()};
     } catch (...) {
         return make_error_code(fallback);
+    }
+}
+
+/// The `what()` of the exception being handled, or "unknown exception" for a type not derived
+/// from `std::exception`. Call inside a catch block. Allocates.
+inline std::string exception_message()
+{
+    try {
+        throw;
+    } catch (const std::exception& failure) {
+        return failure.what();
+    } catch (...) {
+        return "unknown exception";
     }
 }
 

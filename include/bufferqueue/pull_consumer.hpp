@@ -76,7 +76,9 @@ public:
     {
         detail::consume_attempt<T> attempt = require_state()->begin_consume(false);
         if (attempt.error) {
-            throw error(static_cast<errc>(attempt.error.value()), describe() + ": " + attempt.error.message());
+            throw error(static_cast<errc>(attempt.error.value()),
+                        describe() + ": " +
+                            (attempt.error_detail.empty() ? attempt.error.message() : attempt.error_detail));
         }
         return std::move(attempt.delivered);
     }

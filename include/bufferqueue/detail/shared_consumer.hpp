@@ -10,6 +10,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -69,7 +70,7 @@ public:
         auto delivered = scan(error);
         if (delivered || error || !will_wait) {
             busy_.store(false, std::memory_order_release);
-            return {error, std::move(delivered)};
+            return {error, std::move(delivered), std::exchange(failure_detail_, {})};
         }
         return {};
     }
@@ -245,6 +246,7 @@ private:
                 pulled = each.storage->pull(*each.cursor, batch_size_);
             } catch (...) {
                 error = current_exception_code(errc::corrupt_data);
+                failure_detail_ = exception_message();
                 return std::nullopt;
             }
             if (pulled.items.empty()) {
@@ -295,6 +297,7 @@ private:
     std::size_t last_assignment_ = 0;
     std::uint64_t last_next_offset_ = 0;
     bool uncommitted_ = false;
+    std::string failure_detail_;  // the message of the last pull failure, for try_consume's exception
 
     spin_mutex mutex_;
     std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> pending_;  // guarded by mutex_

@@ -69,6 +69,7 @@ template <class T>
 struct consume_attempt {
     boost::system::error_code error{};
     std::optional<batch<T>> delivered{};
+    std::string error_detail{};  // what the storage reported with `error`, when it said more than the code
 };
 
 /// The shared pull consumer, seen through its storage-independent face.
