@@ -1,6 +1,7 @@
 // Heap allocations of memory topics in steady state, counted by a replacement global operator new.
-// The replacement serves the whole test executable: it forwards to malloc/free (which ASan and TSan
-// intercept, so their checks stay in force) and counts only on a thread that armed it.
+// The replacement serves the whole test executable: it forwards to malloc/free (which ASan
+// intercepts, so its checks stay in force) and counts only on a thread that armed it. The TSan build
+// leaves this file out: clang's static TSan runtime defines operator new itself.
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
