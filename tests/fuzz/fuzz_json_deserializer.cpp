@@ -16,7 +16,25 @@ struct order {
     std::vector<double> prices;
     bool operator==(const order&) const = default;
 };
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(order, id, name, prices)
+
+// nlohmann's own integer conversion casts a JSON float to the integer unchecked (undefined behaviour
+// when it is out of range, found by this target with {"id":50e23,...}), so an integer field of data
+// that may be damaged is read with a check, as docs/serializers.md recommends.
+void from_json(const nlohmann::json& json, order& item)
+{
+    const nlohmann::json& id = json.at("id");
+    if (!id.is_number_integer()) {
+        throw nlohmann::json::type_error::create(302, "id must be an integer", &json);
+    }
+    id.get_to(item.id);
+    json.at("name").get_to(item.name);
+    json.at("prices").get_to(item.prices);
+}
+
+void to_json(nlohmann::json& json, const order& item)
+{
+    json = nlohmann::json{{"id", item.id}, {"name", item.name}, {"prices", item.prices}};
+}
 
 }  // namespace
 
