@@ -118,15 +118,9 @@ void push_registry::report(const std::string& topic, const std::string& group) n
         sink = sink_;
     }
     try {
-        const std::exception_ptr exception = std::current_exception();
-        std::string message = "unknown exception";
-        try {
-            std::rethrow_exception(exception);
-        } catch (const std::exception& failure) {
-            message = failure.what();
-        } catch (...) {
-        }
-        const push_error failure{.topic = topic, .group = group, .exception = exception, .message = message};
+        const std::string message = exception_message();
+        const push_error failure{
+            .topic = topic, .group = group, .exception = std::current_exception(), .message = message};
         if (sink) {
             (*sink)(failure);
         } else {
