@@ -237,6 +237,7 @@ private:
     // A failed auto-commit sets `error` and hands out nothing.
     std::optional<batch<T>> scan(boost::system::error_code& error)
     {
+        failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
         const std::size_t count = assignments_.size();
         for (std::size_t step = 0; step < count; ++step) {
             const std::size_t index = (ring_position_ + step) % count;
