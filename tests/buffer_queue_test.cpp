@@ -8,14 +8,18 @@
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <exception>
 #include <future>
 #include <map>
+#include <memory>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
 #include <system_error>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -208,6 +212,7 @@ TEST_CASE("buffer queue: each invalid memory topic option fails with invalid_arg
         {"segment_size", {.name = "bad-segment", .segment_size = 0}},
         {"bounded_capacity", {.name = "bad-capacity", .bounded_capacity = 0}},
         {"full_mode", {.name = "bad-mode", .full_mode = static_cast<bq::full_mode>(7)}},
+        {"producer_lanes", {.name = "too-many-lanes", .producer_lanes = 65}},
     };
     for (const invalid_case& each : cases) {
         INFO(each.option << " of " << each.options.name);
@@ -224,8 +229,11 @@ TEST_CASE("buffer queue: each invalid memory topic option fails with invalid_arg
                                                   .partitions = 1,
                                                   .segment_size = 1,
                                                   .bounded_capacity = 1,
-                                                  .full_mode = bq::full_mode::fail});
+                                                  .full_mode = bq::full_mode::fail,
+                                                  .producer_lanes = 1});
     CHECK(queue.producer<int>("smallest").try_produce(1));
+    queue.add_topic(bq::memory_topic_options<int>{.name = "most-lanes", .partitions = 2, .producer_lanes = 64});
+    CHECK(queue.producer<int>("most-lanes").try_produce(1));
 }
 
 TEST_CASE("buffer queue: consumer groups are unique per topic, not across topics", "[registry]")
@@ -534,4 +542,62 @@ TEST_CASE("buffer queue: produce, consume and commit complete through use_future
     } catch (const boost::system::system_error& failure) {
         CHECK(failure.code() == bq::errc::queue_full);
     }
+}
+
+TEST_CASE("buffer queue: memory topics get producer lanes only where round-robin already spreads the order",
+          "[registry][memory]")
+{
+    boost::asio::io_context io;
+    using memory_topic = bq::detail::basic_topic<int, bq::detail::memory_partition<int>>;
+    const auto lanes_of = [&io](bq::memory_topic_options<int> options) {
+        const auto made = std::dynamic_pointer_cast<memory_topic>(
+            bq::detail::make_memory_topic(std::move(options), io.get_executor()));
+        REQUIRE(made != nullptr);
+        return made->slot(0).storage.lane_count();
+    };
+    CHECK(lanes_of({.name = "spread", .partitions = 2}) == 8);
+    CHECK(lanes_of({.name = "single", .partitions = 1}) == 1);
+    CHECK(lanes_of({.name = "keyed", .partitions = 4, .partition_key = bq::key_selector<int>([](int v) {
+                                                          return v;
+                                                      })}) == 1);
+    CHECK(lanes_of({.name = "chosen", .partitions = 1, .producer_lanes = 3}) == 3);
+    CHECK(lanes_of({.name = "exact", .partitions = 4, .producer_lanes = 1}) == 1);
+}
+
+TEST_CASE("buffer queue: with one producer lane, a keyed partition keeps the order of appends across threads",
+          "[registry][memory]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{
+        .name = "ordered", .partitions = 2, .partition_key = bq::key_selector<int>([](int) { return 7; })});
+    auto producer = queue.producer<int>("ordered");
+    // Two living threads take turns, each turn after the other's ended: the consumer must see the
+    // turns in order (with a lane per thread it would see one thread's turns, then the other's).
+    std::atomic<int> turn{0};
+    std::atomic<int> refused{0};
+    const auto take_turns = [&producer, &turn, &refused](int parity) {
+        for (int round = parity; round < 8; round += 2) {
+            while (turn.load() != round) {
+                std::this_thread::yield();
+            }
+            for (int i = 0; i < 25; ++i) {
+                refused += producer.try_produce(round * 25 + i) ? 0 : 1;
+            }
+            turn.store(round + 1);
+        }
+    };
+    std::thread even(take_turns, 0);
+    std::thread odd(take_turns, 1);
+    even.join();
+    odd.join();
+    CHECK(refused == 0);
+    auto consumers = queue.create_pull_consumers<int>(automatic("ordered", "reader"), 1);
+    std::vector<int> read;
+    while (auto delivered = consumers[0].try_consume()) {
+        read.insert(read.end(), delivered->begin(), delivered->end());
+    }
+    std::vector<int> expected(200);
+    std::iota(expected.begin(), expected.end(), 0);
+    CHECK(read == expected);
 }

@@ -958,9 +958,11 @@ TEST_CASE("concurrency: a producer that queues for room just after the close is 
 TEST_CASE("concurrency: memory partition appends from many threads are read in order without the append lock",
           "[concurrency]")
 {
+    const std::size_t lanes = GENERATE(1, 3);
+    INFO("lanes " << lanes);
     constexpr std::uint32_t writer_count = 4;
     constexpr std::uint32_t per_writer = 20000;
-    bq::detail::memory_partition<stamped> partition(16, false);
+    bq::detail::memory_partition<stamped> partition(16, false, lanes);
     auto& first_cursor = partition.open_cursor("first");
     auto& second_cursor = partition.open_cursor("second");
 

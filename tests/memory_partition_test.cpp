@@ -12,6 +12,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -493,5 +494,132 @@ TEST_CASE("memory partition: a new cursor starts at the oldest held item or wher
     } else {
         // The oldest item still held is 8: segments [0,4) and [4,8) were recycled.
         CHECK(drain(partition, late, 100) == range(8, 10));
+    }
+}
+
+TEST_CASE("memory partition: with lanes, every thread's items are read once and in that thread's order",
+          "[memory][storage]")
+{
+    const std::size_t lanes = GENERATE(1, 2, 3, 8);
+    INFO("lanes " << lanes);
+    constexpr int thread_count = 4;
+    constexpr int per_thread = 1000;
+    memory_partition<int> partition(16, false, lanes);
+    CHECK(partition.lane_count() == lanes);
+    auto& reader = partition.open_cursor("g");
+    std::vector<std::thread> threads;
+    for (int thread = 0; thread < thread_count; ++thread) {
+        threads.emplace_back([&partition, thread] {
+            for (int sequence = 0; sequence < per_thread; ++sequence) {
+                const std::vector<int> one{thread * per_thread + sequence};
+                append(partition, one);
+            }
+        });
+    }
+    for (std::thread& each : threads) {
+        each.join();
+    }
+    CHECK(partition.end_offset() == std::uint64_t{thread_count * per_thread});
+
+    const std::vector<int> read = drain(partition, reader, 7);
+    REQUIRE(read.size() == std::size_t{thread_count * per_thread});
+    std::vector<int> next(thread_count, 0);
+    for (const int value : read) {
+        const int thread = value / per_thread;
+        CHECK(value % per_thread == next[static_cast<std::size_t>(thread)]);
+        ++next[static_cast<std::size_t>(thread)];
+    }
+    CHECK_FALSE(partition.has_data(reader));
+}
+
+TEST_CASE("memory partition: a batch holds one lane's items and an uncommitted batch is read again",
+          "[memory][storage]")
+{
+    memory_partition<int> partition(64, false, 8);
+    auto& reader = partition.open_cursor("g");
+    REQUIRE(append(partition, range(0, 10)) == 10);
+    // Threads alive at the same time hold different numbers, so these three appends use three lanes.
+    std::thread([&partition] {
+        REQUIRE(append(partition, range(100, 110)) == 10);
+        std::thread([&partition] { REQUIRE(append(partition, range(200, 205)) == 5); }).join();
+    }).join();
+
+    std::vector<std::vector<int>> batches;
+    for (int round = 0; round < 10; ++round) {
+        const bq::pull_result<int> pulled = partition.pull(reader, 100);
+        if (pulled.items.empty()) {
+            break;
+        }
+        // Without a commit the same batch comes again.
+        const bq::pull_result<int> again = partition.pull(reader, 100);
+        CHECK(values_of(again) == values_of(pulled));
+        CHECK(again.next_offset == pulled.next_offset);
+        batches.push_back(values_of(pulled));
+        partition.release_batch(reader);
+        partition.commit(reader, pulled.next_offset);
+    }
+    std::vector<int> all;
+    for (const std::vector<int>& batch : batches) {
+        // A batch never mixes two threads' appends.
+        CHECK(std::all_of(batch.begin(), batch.end(), [&batch](int value) { return value / 100 == batch[0] / 100; }));
+        all.insert(all.end(), batch.begin(), batch.end());
+    }
+    std::sort(all.begin(), all.end());
+    std::vector<int> expected = range(0, 10);
+    for (const auto& more : {range(100, 110), range(200, 205)}) {
+        expected.insert(expected.end(), more.begin(), more.end());
+    }
+    CHECK(all == expected);
+    CHECK(batches.size() == 3);
+}
+
+TEST_CASE("memory partition: each lane recycles its own segments and a slow group keeps every lane's unread items",
+          "[memory][storage]")
+{
+    memory_partition<int> partition(4, false, 4);
+    auto& fast = partition.open_cursor("fast");
+    auto& slow = partition.open_cursor("slow");
+    REQUIRE(append(partition, range(200, 240)) == 40);
+    std::thread([&partition] {
+        REQUIRE(append(partition, range(0, 40)) == 40);
+        std::thread([&partition] { REQUIRE(append(partition, range(100, 140)) == 40); }).join();
+    }).join();
+
+    const std::vector<int> fast_read = drain(partition, fast, 3);
+    CHECK(fast_read.size() == 120);
+    CHECK(partition.allocated_segments() >= 30);  // the slow group's 120 unread items
+
+    std::vector<int> slow_read = drain(partition, slow, 5);
+    std::sort(slow_read.begin(), slow_read.end());
+    std::vector<int> expected = range(0, 40);
+    for (const auto& more : {range(100, 140), range(200, 240)}) {
+        expected.insert(expected.end(), more.begin(), more.end());
+    }
+    CHECK(slow_read == expected);
+    // Each of the three lanes keeps its tail segment; at most two more wait on the free list.
+    CHECK(partition.allocated_segments() <= 5);
+}
+
+TEST_CASE("memory partition: a group opened before a lane's first append reads that lane from its start",
+          "[memory][storage]")
+{
+    const bool bounded = GENERATE(false, true);
+    INFO("bounded " << bounded);
+    memory_partition<int> partition(4, bounded, 8);
+    auto& early = partition.open_cursor("early");
+    REQUIRE(append(partition, range(0, 6)) == 6);
+    std::thread([&partition] {
+        REQUIRE(append(partition, range(20, 26)) == 6);
+        std::thread([&partition] { REQUIRE(append(partition, range(10, 16)) == 6); }).join();
+    }).join();
+    auto& late = partition.open_cursor("late");
+    for (auto* reader : {&early, &late}) {
+        std::vector<int> read = drain(partition, *reader, 100);
+        std::sort(read.begin(), read.end());
+        std::vector<int> expected = range(0, 6);
+        for (const auto& more : {range(10, 16), range(20, 26)}) {
+            expected.insert(expected.end(), more.begin(), more.end());
+        }
+        CHECK(read == expected);
     }
 }

@@ -46,16 +46,25 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
     require_option(options.full_mode == full_mode::wait || options.full_mode == full_mode::fail, kind, options.name,
                    "full_mode", "must be full_mode::wait or full_mode::fail");
 
+    constexpr std::size_t max_producer_lanes = memory_partition<T>::max_lanes;
+    require_option(options.producer_lanes <= max_producer_lanes, kind, options.name, "producer_lanes",
+                   "must be 0 (automatic) or between 1 and " + std::to_string(max_producer_lanes) + " (got " +
+                       std::to_string(options.producer_lanes) + ")");
+    constexpr std::size_t automatic_lanes = 8;
+    const std::size_t lanes = options.producer_lanes != 0                         ? options.producer_lanes
+                              : !options.partition_key && options.partitions >= 2 ? automatic_lanes
+                                                                                  : 1;
+
     using slot = partition_slot<memory_partition<T>>;
     std::vector<std::unique_ptr<slot>> slots;
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        slots.push_back(std::make_unique<slot>(options.segment_size, options.bounded_capacity.has_value()));
+        slots.push_back(std::make_unique<slot>(options.segment_size, options.bounded_capacity.has_value(), lanes));
     }
     using topic_type = basic_topic<T, memory_partition<T>>;
-    return std::make_shared<topic_type>(
-        typename topic_type::settings{std::move(options.name), std::move(options.partition_key),
-                                      options.bounded_capacity, options.full_mode, std::move(executor)},
-        std::move(slots));
+    typename topic_type::settings settings{std::move(options.name), std::move(options.partition_key),
+                                           options.bounded_capacity, options.full_mode, std::move(executor)};
+    settings.producer_lanes = lanes;
+    return std::make_shared<topic_type>(std::move(settings), std::move(slots));
 }
 
 }  // namespace detail

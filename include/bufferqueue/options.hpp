@@ -39,6 +39,17 @@ struct memory_topic_options {
     bufferqueue::full_mode full_mode = bufferqueue::full_mode::wait;
     /// Optional key routing; round-robin when empty.
     key_selector<T> partition_key{};
+    /// Producer lanes per partition, 0 (automatic, the default) or 1 to 64. Each producing thread
+    /// appends to a lane: with N > 1 lanes, the first N - 1 producing threads (numbered process-wide,
+    /// lowest free number first, reused after a thread exits) own a lane each and append without a
+    /// lock or any shared write, and all other threads share the last lane. A consumer reads a
+    /// partition lane by lane, so one thread's items keep their order, while items of different
+    /// threads interleave by batch rather than in the exact order they were appended. 1 keeps that
+    /// exact order (appends from different threads then contend for one lock). Automatic: 8 for a
+    /// topic without `partition_key` and with at least 2 partitions (where round-robin already
+    /// spreads one thread's items over partitions), otherwise 1, so keyed and single-partition
+    /// topics keep the order of appends. Lanes allocate their first segment on first use.
+    std::size_t producer_lanes = 0;
 };
 
 /// Options of a consumer group's pull consumers (see `buffer_queue::create_pull_consumers`).

@@ -4,6 +4,7 @@
 #include "bufferqueue/detail/capacity_gate.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/shared_consumer.hpp"
+#include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/storage.hpp"
@@ -56,13 +57,17 @@ public:
         std::shared_ptr<void> resources{};
         /// Runs the blocking file I/O of asynchronous operations; empty when storage never blocks.
         std::optional<boost::asio::any_io_executor> blocking_executor{};
+        /// Producer lanes: each lane has its own round-robin position (see `producer_lane`).
+        std::size_t producer_lanes = 1;
     };
 
     basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
           executor_(std::move(configuration.executor)), slots_(std::move(slots)),
-          resources_(std::move(configuration.resources)), blocking_executor_(std::move(configuration.blocking_executor))
+          resources_(std::move(configuration.resources)),
+          blocking_executor_(std::move(configuration.blocking_executor)), producer_lanes_(configuration.producer_lanes),
+          round_robin_(std::make_unique<round_robin_position[]>(configuration.producer_lanes))
     {
         if (configuration.bounded_capacity) {
             gate_.emplace(*configuration.bounded_capacity);
@@ -222,13 +227,25 @@ private:
         slot.signal.notify();
     }
 
+    // Every producer lane advances its own position, so threads with lanes of their own never
+    // write a location another producer writes. An owned lane keeps the next partition itself (no
+    // read-modify-write, no division for a single item); the shared lane keeps a running count.
     void append_round_robin(std::span<const T> items, std::size_t& stored)
     {
         const std::size_t partitions = slots_.size();
-        const std::uint64_t first = round_robin_.fetch_add(items.size(), std::memory_order_relaxed);
+        const std::size_t lane = producer_lane(producer_lanes_);
+        std::atomic<std::uint64_t>& position = round_robin_[lane].next;
+        std::uint64_t first = 0;
+        if (lane + 1 < producer_lanes_) {
+            first = position.load(std::memory_order_relaxed);
+            std::uint64_t next = first + items.size();
+            next = next < partitions ? next : next - partitions < partitions ? next - partitions : next % partitions;
+            position.store(next, std::memory_order_relaxed);
+        } else {
+            first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
+        }
         if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first % partitions), item_source<T>{items.data(), 1, 1, nullptr},
-                      stored);
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr}, stored);
             return;
         }
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
@@ -241,14 +258,6 @@ private:
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
             append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr}, stored);
         }
-    }
-
-    // A small number per producing thread, assigned on its first batch.
-    static std::size_t producer_thread_number() noexcept
-    {
-        static std::atomic<std::size_t> threads{0};
-        thread_local const std::size_t number = threads.fetch_add(1, std::memory_order_relaxed);
-        return number;
     }
 
     void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored)
@@ -383,7 +392,11 @@ private:
     std::shared_ptr<void> resources_;  // released by close()
     const std::optional<boost::asio::any_io_executor> blocking_executor_;
 
-    alignas(64) std::atomic<std::uint64_t> round_robin_{0};
+    struct round_robin_position {
+        alignas(64) std::atomic<std::uint64_t> next{0};
+    };
+    const std::size_t producer_lanes_;
+    const std::unique_ptr<round_robin_position[]> round_robin_;
     alignas(64) std::atomic<bool> closed_{false};
 
     std::mutex groups_mutex_;                                 // registration only, never on a data path
