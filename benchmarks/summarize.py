@@ -199,14 +199,26 @@ def targets(results):
     return status
 
 
+def load_note(context):
+    """The load average at the start, and whether other work competed: only when the 1-minute load
+    reached the number of CPUs."""
+    load_avg = context.get("load_avg") or []
+    if not load_avg:
+        return ""
+    note = f"load average at the start {', '.join(f'{x:.2f}' for x in load_avg)}"
+    cpus = context.get("num_cpus")
+    if isinstance(cpus, int) and cpus > 0 and load_avg[0] >= cpus:
+        note += (f" (at or above the {cpus} CPUs: other work competed for them and multi-thread rounds "
+                 f"include scheduler delays)")
+    return note + "; "
+
+
 def markdown(context, results, status):
     lines = ["# Benchmark summary", ""]
     if context:
         lines.append(f"{context.get('host_name', '?')}: {context.get('num_cpus', '?')} CPUs at "
-                     f"{context.get('mhz_per_cpu', '?')} MHz, {context.get('date', '')}, "
-                     f"load average at the start {', '.join(f'{x:.2f}' for x in context.get('load_avg', []))} "
-                     f"(above 2, other work competed for the 2 cores and multi-thread rounds include "
-                     f"scheduler delays); Google Benchmark library build: "
+                     f"{context.get('mhz_per_cpu', '?')} MHz, {context.get('date', '')}, {load_note(context)}"
+                     f"Google Benchmark library build: "
                      f"{context.get('library_build_type', '?')} (Debian's package; the benchmarks are -O2).")
         lines.append("")
     lines += ["Medians of the repetitions; time per round (8,192 items) unless stated. Ratio = ours / peer "

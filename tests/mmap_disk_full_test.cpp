@@ -473,7 +473,7 @@ TEST_CASE("mmap disk: a failed producer.offset hint does not fail a produce whos
     temporary_directory directory;
     queue_runner runner;
     auto options = string_topic(directory.path(), small_segment);
-    options.flush_batch_size = 2;  // producer.offset is due every 2 records, and at each rollover
+    options.flush_batch_size = 2;
     runner->add_topic(options);
     auto producer = runner->producer<std::string>("events");
     const fs::path producer_offset = directory.path() / "events" / "partition-00000" / "producer.offset";
@@ -484,7 +484,8 @@ TEST_CASE("mmap disk: a failed producer.offset hint does not fail a produce whos
         for (std::size_t i = 0; i < 20; ++i) {  // crosses a rollover
             CHECK_FALSE(runner.produce("events", numbered(i)));
         }
-        CHECK(fault.injected() >= 10);
+        // The rollover's hint (after record 13), then a retry at each of the 7 flushes after it.
+        CHECK(fault.injected() >= 8);
         CHECK_FALSE(fs::exists(producer_offset));
         // A commit must persist producer.offset, so it reports the failure.
         REQUIRE(consumer.try_consume());

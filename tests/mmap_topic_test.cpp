@@ -15,6 +15,8 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -513,6 +515,71 @@ TEST_CASE("mmap topic: producer.offset never covers data that was not flushed", 
     std::lock_guard lock(shared->mutex);
     CHECK(shared->checks > 3);
     CHECK(shared->violations == std::vector<std::string>{});
+}
+
+TEST_CASE("mmap topic: producer.offset is written at rollover, commit and close, not at every flush", "[mmap]")
+{
+    const bq::flush_strategy strategy = GENERATE(bq::flush_strategy::immediate, bq::flush_strategy::batch);
+    temporary_directory directory;
+    queue_runner runner;
+    auto options = string_topic(directory.path(), 1, small_segment);
+    options.flush = strategy;
+    options.flush_batch_size = 2;
+    const auto opened = std::chrono::steady_clock::now();
+    runner->add_topic(options);
+    auto producer = runner->producer<std::string>("events");
+    auto consumer = runner->create_pull_consumer<std::string>(group_options("g"));
+    const fs::path producer_offset = partition_path(directory.path(), 0) / "producer.offset";
+
+    auto renames = std::make_shared<std::atomic<std::size_t>>(0);
+    msync_counter flushes;
+    bq::detail::file_hooks hooks = flushes.hooks();
+    hooks.before_operation = [renames, path = producer_offset.string()](bq::detail::file_operation operation,
+                                                                        const std::string& target) {
+        if (operation == bq::detail::file_operation::rename && target == path) {
+            ++*renames;
+        }
+        return 0;
+    };
+    bq::detail::scoped_file_hooks installed(std::move(hooks));
+    const auto writes = [&renames] { return renames->load(); };
+    // The produce path may add a hint once a second has passed since the last checkpoint.
+    const auto timed_hints = [opened] {
+        return static_cast<std::size_t>(
+            std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now() - opened).count());
+    };
+
+    // 12 records stay in segment 0: 12 flushes (immediate) or 6 (batch of 2), no rollover.
+    for (const std::string& item : numbered(0, records_per_small_segment - 1)) {
+        REQUIRE(producer.try_produce(item));
+    }
+    CHECK(flushes.value() == (strategy == bq::flush_strategy::immediate ? 12U : 6U));
+    CHECK(writes() <= timed_hints());
+    if (timed_hints() == 0) {
+        CHECK_FALSE(fs::exists(producer_offset));
+    }
+
+    // The 14th record rolls over: the hint names the new segment's first record boundary.
+    produce_all(producer, numbered(12, 2));
+    CHECK(checkpoint(producer_offset) == small_segment + first_offset);
+    const std::size_t after_rollover = writes();
+    CHECK(after_rollover >= 1);
+    CHECK(after_rollover <= 1 + timed_hints());
+
+    // A commit writes it for real, up to the end of the flushed log.
+    REQUIRE(consumer.try_consume());
+    REQUIRE_FALSE(commit_now(consumer, runner.io));
+    CHECK(writes() == after_rollover + 1);
+    CHECK(checkpoint(producer_offset) == small_segment + first_offset + record_bytes(8));
+
+    // So does close, covering a record no flush_batch_size boundary flushed.
+    REQUIRE(producer.try_produce(std::string("00000014")));
+    runner.queue.reset();
+    CHECK(writes() == after_rollover + 2);
+    CHECK(checkpoint(producer_offset) == small_segment + first_offset + 2 * record_bytes(8));
+    runner.reopen().add_topic(options);
+    auto reader = runner->create_pull_consumer<std::string>(group_options("fresh"));
+    CHECK(drain(reader, runner.io) == numbered(0, 15));
 }
 
 TEST_CASE("mmap topic: segments roll over into several files and read back in order", "[mmap]")

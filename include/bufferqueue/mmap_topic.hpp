@@ -41,8 +41,9 @@ struct mmap_topic_options {
     std::optional<std::size_t> max_retained_consumed_segments{};
     /// When appended records are forced to disk.
     flush_strategy flush = flush_strategy::immediate;
-    /// With `flush_strategy::batch`: records per partition between flushes. Also how many records may
-    /// pass between two `producer.offset` checkpoints (a recovery hint; see docs/mmap-storage.md).
+    /// With `flush_strategy::batch`: records per partition between flushes. Under both strategies, also
+    /// the fewest records between two `producer.offset` recovery hints written by produce calls (see
+    /// docs/mmap-storage.md).
     std::size_t flush_batch_size = 100;
     /// Encodes items into record payloads; part of the persisted format.
     any_serializer<T> serializer = json_serializer<T>{};

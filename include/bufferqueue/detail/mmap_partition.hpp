@@ -12,6 +12,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
@@ -262,6 +263,10 @@ private:
     };
 
     static constexpr std::uint64_t reservation_chunk = 4 * 1024 * 1024;
+    // Bounds on how far producer.offset lags the flushed data on the produce path (see
+    // producer_hint_due).
+    static constexpr std::size_t producer_hint_records = 64 * 1024;
+    static constexpr std::chrono::steady_clock::duration producer_hint_period = std::chrono::seconds(1);
 
     std::string describe_partition() const
     {
@@ -413,12 +418,29 @@ private:
         unflushed_records_ = 0;
         if (force_checkpoint) {
             write_producer_checkpoint();
-        } else if (records_since_checkpoint_ >= settings_.flush_batch_size) {
+        } else if (producer_hint_due()) {
             write_producer_hint();
         }
     }
 
-    // producer.offset written on the way (at a rollover, every flush_batch_size records) is only a
+    // On the produce path producer.offset is due after a failed hint, or once at least
+    // flush_batch_size records were appended since the last checkpoint and either
+    // producer_hint_records records or producer_hint_period passed. Each checkpoint costs a file
+    // write, two fsyncs and a rename, so it must not come with every batch flush; rollovers,
+    // commits and close write it regardless.
+    bool producer_hint_due() const noexcept
+    {
+        if (producer_hint_failed_) {
+            return true;
+        }
+        if (records_since_checkpoint_ < settings_.flush_batch_size) {
+            return false;
+        }
+        return records_since_checkpoint_ >= producer_hint_records ||
+               std::chrono::steady_clock::now() - checkpoint_time_ >= producer_hint_period;
+    }
+
+    // producer.offset written on the way (at a rollover, or when producer_hint_due) is only a
     // recovery hint: the records it would cover are already stored and flushed, so failing to
     // write it must not fail the produce call that stored them (the producer would retry and
     // store them twice). It is retried at the next flush; commits and close write it for real.
@@ -427,7 +449,7 @@ private:
         try {
             write_producer_checkpoint();
         } catch (...) {
-            // Retried at the next flush, commit or close.
+            producer_hint_failed_ = true;  // retried at the next flush, commit or close
         }
     }
 
@@ -439,6 +461,8 @@ private:
             checkpointed_offset_ = offset;
         }
         records_since_checkpoint_ = 0;
+        checkpoint_time_ = std::chrono::steady_clock::now();
+        producer_hint_failed_ = false;
     }
 
     // Called with groups_mutex_ held, after a commit: deletes segments every known group has
@@ -794,7 +818,10 @@ private:
     std::uint64_t checkpointed_offset_ = 0;     // guarded by append_mutex_
     std::size_t unflushed_records_ = 0;         // guarded by append_mutex_
     std::size_t records_since_checkpoint_ = 0;  // guarded by append_mutex_
+    bool producer_hint_failed_ = false;         // guarded by append_mutex_
     std::atomic<bool> closed_{false};           // written under append_mutex_, groups_mutex_ and segments_mutex_
+    // When producer.offset was last written, or the partition opened; guarded by append_mutex_.
+    std::chrono::steady_clock::time_point checkpoint_time_ = std::chrono::steady_clock::now();
     alignas(64) std::atomic<std::uint64_t> published_end_{0};
 
     mutable std::shared_mutex segments_mutex_;
