@@ -8,7 +8,8 @@
 namespace bufferqueue {
 
 /// A read-only, contiguous, random-access view of the items one `consume()` delivered, all from
-/// one partition and in that partition's order.
+/// one partition and in that partition's order (with producer lanes: all from one lane, in its
+/// producing thread's order).
 ///
 /// Lifetime: the items stay valid until the next `consume()` (or `try_consume()`) on the same
 /// consumer begins, or until that consumer is closed or destroyed - also under auto-commit and
