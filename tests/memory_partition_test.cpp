@@ -498,7 +498,7 @@ TEST_CASE("memory partition: a new cursor starts at the oldest held item or wher
 }
 
 TEST_CASE("memory partition: with lanes, every thread's items are read once and in that thread's order",
-          "[memory][storage]")
+          "[memory][storage][concurrency]")
 {
     const std::size_t lanes = GENERATE(1, 2, 3, 8);
     INFO("lanes " << lanes);

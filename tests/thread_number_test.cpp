@@ -53,7 +53,8 @@ TEST_CASE("thread numbers: living threads hold distinct numbers and an exited th
     CHECK(later == std::min(first, nested));
 }
 
-TEST_CASE("thread numbers: the first lanes - 1 numbers own a lane and the others share the last", "[thread_number]")
+TEST_CASE("thread numbers: the first lanes - 1 numbers own a lane and the others share the last",
+          "[thread_number][concurrency]")
 {
     CHECK(bq::detail::producer_lane(1) == 0);
     std::vector<std::size_t> lanes(6);
