@@ -227,9 +227,13 @@ private:
             resumed = std::move(claimed_);
         }
         if (resumed) {
-            // The pull (and an auto-commit's file I/O) runs where blocking is allowed.
+            // The pull (and an auto-commit's file I/O) runs where blocking is allowed. The posted resumption
+            // counts as work itself and `resumed` keeps its own: untracked, the post spares the shared
+            // work counter two atomic updates.
             const boost::asio::any_io_executor* blocking = blocking_executor();
-            const boost::asio::any_io_executor executor = blocking != nullptr ? *blocking : resumed->executor();
+            const boost::asio::any_io_executor executor =
+                boost::asio::prefer(blocking != nullptr ? *blocking : resumed->executor(),
+                                    boost::asio::execution::outstanding_work.untracked);
             boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
                 self->resume(std::move(resumed));
             });
