@@ -17,6 +17,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
 #include <boost/asio/thread_pool.hpp>
 
 #include <algorithm>
@@ -29,6 +30,7 @@
 #include <future>
 #include <memory>
 #include <mutex>
+#include <numeric>
 #include <optional>
 #include <random>
 #include <span>
@@ -389,6 +391,78 @@ TEST_CASE("concurrency: a waiting consumer wakes for data produced on another th
         CHECK_FALSE(failed.has_value());
     }
     CHECK(completed == iterations);
+}
+
+TEST_CASE("concurrency: a consume woken from another thread resumes its coroutine on its strand", "[concurrency]")
+{
+    // Two threads run the io_context. The consumer's coroutine and handlers this thread posts share a
+    // strand and an unsynchronized counter: a resumption off the strand is a failed check and, under
+    // ThreadSanitizer, a data race.
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "numbers", .partitions = 2});
+    auto producer = queue.producer<int>("numbers");
+    auto consumer =
+        queue.create_pull_consumer<int>({.topic = "numbers", .group = "g", .auto_commit = true, .batch_size = 1});
+    auto strand = asio::make_strand(io);
+    constexpr int items = 400;
+    int on_strand = 0;
+    std::vector<int> delivered;
+    std::atomic<std::size_t> received{0};
+    std::atomic<bool> off_strand{false};
+    failure_sink failures;
+    finish_line finished(1);
+    asio::co_spawn(
+        strand,
+        [&]() -> asio::awaitable<void> {
+            while (delivered.size() < static_cast<std::size_t>(items)) {
+                const bq::batch<int> batch = co_await consumer.consume();
+                if (!strand.running_in_this_thread()) {
+                    off_strand.store(true, std::memory_order_relaxed);
+                }
+                ++on_strand;
+                delivered.insert(delivered.end(), batch.begin(), batch.end());
+                received.store(delivered.size(), std::memory_order_release);
+            }
+        },
+        report_to{&failures, &finished});
+
+    auto guard = asio::make_work_guard(io);
+    std::vector<std::thread> threads;
+    for (int thread = 0; thread < 2; ++thread) {
+        threads.emplace_back([&io] { io.run(); });
+    }
+    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+    bool produced = true;
+    for (int item = 0; item < items && produced; ++item) {
+        produced = producer.try_produce(item);
+        asio::post(strand, [&on_strand] { ++on_strand; });
+        if (item % 2 == 0) {
+            // Mostly let the consumer suspend again before the next item.
+            while (received.load(std::memory_order_acquire) <= static_cast<std::size_t>(item) &&
+                   std::chrono::steady_clock::now() < deadline) {
+                std::this_thread::yield();
+            }
+        }
+    }
+    const bool all_finished = finished.wait();
+    if (!all_finished) {
+        consumer.close();
+        finished.wait();
+    }
+    guard.reset();
+    join_all(threads);
+
+    INFO(failures.first_message());
+    CHECK(failures.count() == 0);
+    REQUIRE(produced);
+    REQUIRE(all_finished);
+    CHECK_FALSE(off_strand.load());
+    std::vector<int> expected(items);
+    std::iota(expected.begin(), expected.end(), 0);
+    std::sort(delivered.begin(), delivered.end());  // two partitions: per-partition order only
+    CHECK(delivered == expected);
+    CHECK(on_strand == 2 * items);
 }
 
 TEST_CASE("concurrency: closing a consumer while it suspends always completes its consume", "[concurrency]")

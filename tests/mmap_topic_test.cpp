@@ -32,6 +32,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -1152,3 +1153,35 @@ TEST_CASE("mmap topic: closing the queue unmaps and closes everything and releas
 }
 
 }  // namespace
+
+TEST_CASE("mmap topic: a consume woken by another thread completes on the handler's executor, not an I/O thread",
+          "[mmap]")
+{
+    // The wake-up pulls on the queue's I/O threads; the handler must still run where `io` runs it.
+    temporary_directory directory;
+    queue_runner runner;
+    runner->add_topic(string_topic(directory.path()));
+    auto producer = runner->producer<std::string>("events");
+    auto consumer = runner->create_pull_consumer<std::string>(group_options("g", 10, true));
+    for (int round = 0; round < 3; ++round) {
+        const std::string item = "item-" + std::to_string(round);
+        std::vector<std::string> delivered;
+        boost::system::error_code result = bq::errc::invalid_argument;
+        bool on_io = false;
+        consumer.consume([&](boost::system::error_code ec, bq::batch<std::string> received) {
+            result = ec;
+            delivered.assign(received.begin(), received.end());
+            on_io = runner.io.get_executor().running_in_this_thread();
+        });
+        std::thread late_producer([&] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));  // mostly after the consume parked
+            producer.try_produce(item);
+        });
+        runner.io.run_for(std::chrono::minutes(1));
+        runner.io.restart();
+        late_producer.join();
+        CHECK_FALSE(result);
+        CHECK(delivered == std::vector<std::string>{item});
+        CHECK(on_io);
+    }
+}

@@ -810,3 +810,120 @@ TEST_CASE("pull consumer: consume and commit accept callback completion tokens",
     CHECK_FALSE(commit_error);
     CHECK_FALSE(consumer.try_consume().has_value());
 }
+
+TEST_CASE("pull consumer: a wake-up completes the consume in the handler that resumes it, never inside consume()",
+          "[consumer][memory]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 2));
+    auto producer = queue.producer<int>("numbers");
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", true, 10));
+
+    std::vector<int> delivered;
+    int completions = 0;
+    auto record = [&](boost::system::error_code ec, bq::batch<int> received) {
+        REQUIRE_FALSE(ec);
+        delivered = items_of(received);
+        ++completions;
+    };
+
+    // Ready data: the initiating call posts the completion.
+    REQUIRE(producer.try_produce(1));
+    consumer.consume(record);
+    CHECK(completions == 0);
+    REQUIRE(io.run_one() == 1);
+    CHECK(completions == 1);
+    CHECK(delivered == std::vector<int>{1});
+    io.restart();  // it ran out of work
+
+    // A waiting consume is not completed by the call that parks it either.
+    consumer.consume(record);
+    CHECK(io.poll() == 0);
+    CHECK(completions == 1);
+
+    // Woken by data produced outside the io_context, it completes in the one handler that resumes it.
+    REQUIRE(producer.try_produce(2));
+    CHECK(completions == 1);
+    REQUIRE(io.run_one() == 1);
+    CHECK(completions == 2);
+    CHECK(delivered == std::vector<int>{2});
+    CHECK(io.poll() == 0);
+}
+
+TEST_CASE("pull consumer: a handler that consumes again from its completion never nests", "[consumer][memory]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 1));
+    auto producer = queue.producer<int>("numbers");
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", true, 1));
+
+    struct chain {
+        bq::pull_consumer<int>* consumer;
+        std::vector<int>* delivered;
+        int* depth;
+        int* deepest;
+        void operator()(boost::system::error_code ec, bq::batch<int> received) const
+        {
+            ++*depth;
+            *deepest = std::max(*deepest, *depth);
+            if (!ec) {
+                delivered->insert(delivered->end(), received.begin(), received.end());
+                consumer->consume(*this);
+            }
+            --*depth;
+        }
+    };
+    std::vector<int> delivered;
+    int depth = 0;
+    int deepest = 0;
+    consumer.consume(chain{&consumer, &delivered, &depth, &deepest});
+    REQUIRE(io.poll() == 0);
+
+    // Every wake-up completes inline in its handler and the handler's next consume either parks or
+    // finds the rest of the burst; neither may complete inside that consume.
+    constexpr int rounds = 2000;
+    int produced = 0;
+    for (int round = 0; round < rounds; ++round) {
+        const int burst = round % 3 + 1;
+        for (int item = 0; item < burst; ++item) {
+            REQUIRE(producer.try_produce(produced++));
+        }
+        io.poll();
+        REQUIRE(delivered.size() == static_cast<std::size_t>(produced));
+    }
+    CHECK(deepest == 1);
+    CHECK(delivered == range(0, produced));
+    consumer.close();
+    io.poll();
+    CHECK(depth == 0);
+}
+
+TEST_CASE("pull consumer: a woken callback consume completes on the executor bound to its handler",
+          "[consumer][memory]")
+{
+    asio::io_context topic_io;
+    asio::io_context handler_io;
+    bq::buffer_queue queue{topic_io.get_executor()};
+    queue.add_topic(int_topic("numbers", 1));
+    auto producer = queue.producer<int>("numbers");
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", true, 10));
+
+    bool completed = false;
+    bool on_handler_io = false;
+    consumer.consume(asio::bind_executor(handler_io, [&](boost::system::error_code ec, bq::batch<int> received) {
+        CHECK_FALSE(ec);
+        CHECK(items_of(received) == std::vector<int>{7});
+        completed = true;
+        on_handler_io = handler_io.get_executor().running_in_this_thread();
+    }));
+    REQUIRE(handler_io.poll() == 0);
+
+    REQUIRE(producer.try_produce(7));
+    CHECK(topic_io.poll() == 0);  // nothing of the consume runs on the topic's executor
+    CHECK_FALSE(completed);
+    handler_io.run_for(hang_guard);
+    CHECK(completed);
+    CHECK(on_handler_io);
+}

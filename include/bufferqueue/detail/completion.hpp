@@ -37,6 +37,11 @@ public:
     /// Posts the handler with `args`. Call once; the object is spent afterwards.
     virtual void complete(Args... args) = 0;
 
+    /// Like `complete`, but invokes the handler at once when the caller already runs on the handler's
+    /// executor (`boost::asio::dispatch`). Never call it inside the operation's initiating call, nor
+    /// where the caller's state could not stand the handler starting the next operation.
+    virtual void dispatch(Args... args) = 0;
+
     /// The executor the handler runs on, with work tracked; continuations are posted here.
     const boost::asio::any_io_executor& executor() const noexcept { return work_; }
 
@@ -92,20 +97,35 @@ public:
 
     void complete(Args... args) override
     {
+        deliver<false>(std::move(args)...);
+    }
+
+    void dispatch(Args... args) override
+    {
+        deliver<true>(std::move(args)...);
+    }
+
+private:
+    template <bool Dispatch>
+    void deliver(Args... args)
+    {
 #if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
         if (auto slot = boost::asio::get_associated_cancellation_slot(handler_); slot.is_connected()) {
             slot.clear();
         }
 #endif
         auto executor = boost::asio::get_associated_executor(handler_, this->work_);
-        boost::asio::post(executor,
-                          [handler = std::move(handler_), arguments = std::make_tuple(std::move(args)...)]() mutable {
-                              std::apply(std::move(handler), std::move(arguments));
-                          });
+        auto function = [handler = std::move(handler_), arguments = std::make_tuple(std::move(args)...)]() mutable {
+            std::apply(std::move(handler), std::move(arguments));
+        };
+        if constexpr (Dispatch) {
+            boost::asio::dispatch(executor, std::move(function));
+        } else {
+            boost::asio::post(executor, std::move(function));
+        }
         this->work_ = boost::asio::any_io_executor();
     }
 
-private:
     Handler handler_;
 };
 

@@ -4,8 +4,11 @@
 #include "bufferqueue/detail/spin_mutex.hpp"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -15,7 +18,12 @@ namespace bufferqueue::detail {
 class data_waiter {
 public:
     /// Runs under the signal's lock: must be short, must not block, must not touch other signals.
-    virtual void data_arrived() noexcept = 0;
+    /// Returns the waiter to `wake` (kept alive until then), or null when there is nothing to resume.
+    virtual std::shared_ptr<data_waiter> data_arrived() noexcept = 0;
+
+    /// Resumes what `data_arrived` claimed; runs on the notifying thread after the signal's lock is
+    /// released, so the resumed thread never waits for the notifying one to leave it.
+    virtual void wake() noexcept = 0;
 
 protected:
     ~data_waiter() = default;
@@ -51,15 +59,34 @@ public:
         if (waiting_.load(std::memory_order_relaxed) == 0) {
             return;
         }
-        std::lock_guard lock(mutex_);
-        for (data_waiter* waiter : waiters_) {
-            waiter->data_arrived();
+        std::array<std::shared_ptr<data_waiter>, inline_wakes> woken;
+        std::vector<std::shared_ptr<data_waiter>> more;
+        std::size_t count = 0;
+        {
+            std::lock_guard lock(mutex_);
+            for (data_waiter* waiter : waiters_) {
+                if (auto claimed = waiter->data_arrived()) {
+                    if (count < inline_wakes) {
+                        woken[count++] = std::move(claimed);
+                    } else {
+                        more.push_back(std::move(claimed));
+                    }
+                }
+            }
+            waiting_.fetch_sub(static_cast<std::uint32_t>(waiters_.size()), std::memory_order_seq_cst);
+            waiters_.clear();
         }
-        waiting_.fetch_sub(static_cast<std::uint32_t>(waiters_.size()), std::memory_order_seq_cst);
-        waiters_.clear();
+        for (std::size_t index = 0; index < count; ++index) {
+            woken[index]->wake();
+        }
+        for (const auto& waiter : more) {
+            waiter->wake();
+        }
     }
 
 private:
+    static constexpr std::size_t inline_wakes = 4;  // waiters woken without allocating
+
     alignas(64) std::atomic<std::uint32_t> waiting_{0};
     spin_mutex mutex_;
     std::vector<data_waiter*> waiters_;  // guarded by mutex_

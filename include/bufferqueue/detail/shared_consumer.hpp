@@ -86,7 +86,7 @@ public:
             }
         });
 #endif
-        park(std::move(completion));
+        park(std::move(completion), delivery::post);
     }
 
     boost::system::error_code commit() override
@@ -122,7 +122,7 @@ public:
         }
         if (aborted) {
             unregister();
-            finish(std::move(aborted), boost::asio::error::operation_aborted, {});
+            finish(std::move(aborted), boost::asio::error::operation_aborted, {}, delivery::post);
         }
     }
 
@@ -139,10 +139,18 @@ public:
     const boost::asio::any_io_executor* blocking_executor() const noexcept override;
 
 private:
+    using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>>;
+
+    /// How a finished operation reaches its handler.
+    enum class delivery {
+        post,      ///< always posted: inside the initiating call, or where the caller must not be re-entered
+        dispatch,  ///< invoked at once when already running on the handler's executor
+    };
+
     bool is_closed() const noexcept;
 
     // Parks the operation until data arrives (re-checking after registering), or finishes it.
-    void park(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion)
+    void park(completion_ptr completion, delivery how)
     {
         for (;;) {
             {
@@ -166,33 +174,68 @@ private:
             }
             unregister();
             if (is_closed() || cancellation_requested()) {
-                finish(std::move(completion), boost::asio::error::operation_aborted, {});
+                finish(std::move(completion), boost::asio::error::operation_aborted, {}, how);
                 return;
             }
             boost::system::error_code error;
             auto delivered = scan(error);
             if (delivered || error) {
-                finish(std::move(completion), error, delivered.value_or(batch<T>()));
+                finish(std::move(completion), error, delivered.value_or(batch<T>()), how);
                 return;
             }
         }
     }
 
-    void data_arrived() noexcept override
+    // Continues a parked operation that a wake-up resumed, off its initiating call: pulls at once and
+    // parks again only when the scan finds nothing (the data went to a batch pulled meanwhile).
+    void resume(completion_ptr completion)
     {
-        std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> resumed;
+        unregister();
+        if (is_closed() || cancellation_requested()) {
+            finish(std::move(completion), boost::asio::error::operation_aborted, {}, delivery::dispatch);
+            return;
+        }
+        boost::system::error_code error;
+        auto delivered = scan(error);
+        if (delivered || error) {
+            finish(std::move(completion), error, delivered.value_or(batch<T>()), delivery::dispatch);
+            return;
+        }
+        park(std::move(completion), delivery::dispatch);
+    }
+
+    std::shared_ptr<data_waiter> data_arrived() noexcept override
+    {
+        std::lock_guard lock(mutex_);
+        notified_ = true;
+        if (!pending_) {
+            return nullptr;
+        }
+        auto self = this->weak_from_this().lock();
+        if (!self) {
+            return nullptr;
+        }
+        claimed_ = std::move(pending_);
+        return std::shared_ptr<data_waiter>(std::move(self), static_cast<data_waiter*>(this));
+    }
+
+    void wake() noexcept override
+    {
+        completion_ptr resumed;
         {
             std::lock_guard lock(mutex_);
-            notified_ = true;
-            resumed = std::move(pending_);
+            resumed = std::move(claimed_);
         }
         if (resumed) {
-            // The pull (and an auto-commit's file I/O) runs where blocking is allowed.
+            // The pull (and an auto-commit's file I/O) runs where blocking is allowed. The posted resumption
+            // counts as work itself and `resumed` keeps its own: untracked, the post spares the shared
+            // work counter two atomic updates.
             const boost::asio::any_io_executor* blocking = blocking_executor();
-            const boost::asio::any_io_executor executor = blocking != nullptr ? *blocking : resumed->executor();
+            const boost::asio::any_io_executor executor =
+                boost::asio::prefer(blocking != nullptr ? *blocking : resumed->executor(),
+                                    boost::asio::execution::outstanding_work.untracked);
             boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
-                self->unregister();
-                self->park(std::move(resumed));
+                self->resume(std::move(resumed));
             });
         }
     }
@@ -201,7 +244,7 @@ private:
     // pulled for it, so nothing is lost or delivered twice.
     void cancel_wait() noexcept
     {
-        std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> cancelled;
+        completion_ptr cancelled;
         {
             std::lock_guard lock(mutex_);
             cancel_requested_ = true;
@@ -209,7 +252,7 @@ private:
         }
         if (cancelled) {
             unregister();
-            finish(std::move(cancelled), boost::asio::error::operation_aborted, {});
+            finish(std::move(cancelled), boost::asio::error::operation_aborted, {}, delivery::post);
         }
     }
 
@@ -226,11 +269,16 @@ private:
         }
     }
 
-    void finish(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion,
-                boost::system::error_code error, batch<T> delivered)
+    // Ends the operation. With `delivery::dispatch` the handler may run (and start the next operation)
+    // before this returns, so callers touch no state afterwards.
+    void finish(completion_ptr completion, boost::system::error_code error, batch<T> delivered, delivery how)
     {
         busy_.store(false, std::memory_order_release);
-        completion->complete(error, delivered);
+        if (how == delivery::dispatch) {
+            completion->dispatch(error, std::move(delivered));
+        } else {
+            completion->complete(error, std::move(delivered));
+        }
     }
 
     // One rotation over the assigned partitions, starting after the last one that delivered.
@@ -301,10 +349,11 @@ private:
     std::string failure_detail_;  // the message of the last pull failure, for try_consume's exception
 
     spin_mutex mutex_;
-    std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> pending_;  // guarded by mutex_
-    bool notified_ = false;                                                             // guarded by mutex_
-    bool cancel_requested_ = false;                                                     // guarded by mutex_
-    std::atomic<bool> closed_{false};                                                   // written under mutex_
+    completion_ptr pending_;           // guarded by mutex_
+    completion_ptr claimed_;           // guarded by mutex_: taken from pending_ by a wake-up until it is posted
+    bool notified_ = false;            // guarded by mutex_
+    bool cancel_requested_ = false;    // guarded by mutex_
+    std::atomic<bool> closed_{false};  // written under mutex_
 };
 
 }  // namespace bufferqueue::detail
