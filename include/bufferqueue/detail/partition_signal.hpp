@@ -1,6 +1,7 @@
 // Internal: wakes consumers suspended on an empty partition.
 #pragma once
 
+#include "bufferqueue/detail/process_barrier.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 
 #include <algorithm>
@@ -29,10 +30,10 @@ protected:
     ~data_waiter() = default;
 };
 
-/// The waiters of one partition. A producer pays one fence and one load when nobody waits.
-/// Lost wake-ups are impossible: a waiter registers (seq_cst) and then re-checks the partition,
-/// while a producer publishes and then (after a seq_cst fence) checks for waiters, so at least one
-/// of them sees the other. Thread-safe.
+/// The waiters of one partition. A producer pays a compiler barrier and one load when nobody waits.
+/// Lost wake-ups are impossible: a waiter registers (seq_cst) and then, after `heavy_fence`,
+/// re-checks the partition, while a producer publishes and then, after `light_fence`, checks for
+/// waiters, so at least one of them sees the other. Thread-safe.
 class partition_signal {
 public:
     void add(data_waiter& waiter)
@@ -55,10 +56,18 @@ public:
     /// Call after publishing data: wakes (and unregisters) every waiter.
     void notify() noexcept
     {
-        std::atomic_thread_fence(std::memory_order_seq_cst);
-        if (waiting_.load(std::memory_order_relaxed) == 0) {
-            return;
+        light_fence();
+        if (waiting_.load(std::memory_order_relaxed) != 0) {
+            wake_waiters();
         }
+    }
+
+private:
+    static constexpr std::size_t inline_wakes = 4;  // waiters woken without allocating
+
+    // Out of line, so the producer's common case (nobody waits) stays a few inlined instructions.
+    [[gnu::noinline]] void wake_waiters() noexcept
+    {
         std::array<std::shared_ptr<data_waiter>, inline_wakes> woken;
         std::vector<std::shared_ptr<data_waiter>> more;
         std::size_t count = 0;
@@ -83,9 +92,6 @@ public:
             waiter->wake();
         }
     }
-
-private:
-    static constexpr std::size_t inline_wakes = 4;  // waiters woken without allocating
 
     alignas(64) std::atomic<std::uint32_t> waiting_{0};
     spin_mutex mutex_;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/process_barrier.hpp"
 #include "bufferqueue/detail/topic.hpp"
 #include "bufferqueue/storage.hpp"
 
@@ -160,7 +161,7 @@ private:
             for (const assignment& each : assignments_) {
                 each.signal->add(*this);
             }
-            std::atomic_thread_fence(std::memory_order_seq_cst);
+            heavy_fence();  // pairs with the producers' light_fence in partition_signal::notify
             bool retry = is_closed();
             for (const assignment& each : assignments_) {
                 retry = retry || each.storage->has_data(*each.cursor);
