@@ -3,15 +3,20 @@
 
 #include <cstdlib>
 
-#if defined(__linux__)
+#if defined(__linux__) && __has_include(<linux/membarrier.h>)
 #include <linux/membarrier.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 #endif
+#if defined(__linux__) && defined(SYS_membarrier)
+#define BUFFERQUEUE_HAS_MEMBARRIER 1
+#else
+#define BUFFERQUEUE_HAS_MEMBARRIER 0
+#endif
 
 namespace bufferqueue::detail {
 
-#if defined(__linux__) && defined(SYS_membarrier)
+#if BUFFERQUEUE_HAS_MEMBARRIER
 
 namespace {
 
