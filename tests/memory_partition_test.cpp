@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <mutex>
 #include <numeric>
 #include <set>
@@ -105,6 +106,16 @@ std::vector<int> range(int first, int last)
     std::vector<int> values(static_cast<std::size_t>(last - first));
     std::iota(values.begin(), values.end(), first);
     return values;
+}
+
+/// The ranges one after another.
+std::vector<int> joined(std::initializer_list<std::vector<int>> parts)
+{
+    std::vector<int> all;
+    for (const std::vector<int>& part : parts) {
+        all.insert(all.end(), part.begin(), part.end());
+    }
+    return all;
 }
 
 template <class T>
@@ -565,10 +576,7 @@ TEST_CASE("memory partition: a batch holds one lane's items and an uncommitted b
         all.insert(all.end(), batch.begin(), batch.end());
     }
     std::sort(all.begin(), all.end());
-    std::vector<int> expected = range(0, 10);
-    for (const auto& more : {range(100, 110), range(200, 205)}) {
-        expected.insert(expected.end(), more.begin(), more.end());
-    }
+    const std::vector<int> expected = joined({range(0, 10), range(100, 110), range(200, 205)});
     CHECK(all == expected);
     CHECK(batches.size() == 3);
 }
@@ -591,10 +599,7 @@ TEST_CASE("memory partition: each lane recycles its own segments and a slow grou
 
     std::vector<int> slow_read = drain(partition, slow, 5);
     std::sort(slow_read.begin(), slow_read.end());
-    std::vector<int> expected = range(0, 40);
-    for (const auto& more : {range(100, 140), range(200, 240)}) {
-        expected.insert(expected.end(), more.begin(), more.end());
-    }
+    const std::vector<int> expected = joined({range(0, 40), range(100, 140), range(200, 240)});
     CHECK(slow_read == expected);
     // Each of the three lanes keeps its tail segment; at most two more wait on the free list.
     CHECK(partition.allocated_segments() <= 5);
@@ -616,10 +621,7 @@ TEST_CASE("memory partition: a group opened before a lane's first append reads t
     for (auto* reader : {&early, &late}) {
         std::vector<int> read = drain(partition, *reader, 100);
         std::sort(read.begin(), read.end());
-        std::vector<int> expected = range(0, 6);
-        for (const auto& more : {range(10, 16), range(20, 26)}) {
-            expected.insert(expected.end(), more.begin(), more.end());
-        }
+        const std::vector<int> expected = joined({range(0, 6), range(10, 16), range(20, 26)});
         CHECK(read == expected);
     }
 }

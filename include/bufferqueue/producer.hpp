@@ -57,7 +57,8 @@ public:
     /// Stores the whole batch if it fits now, else nothing (false). Never waits.
     bool try_produce(std::span<const T> items)
     {
-        const std::uint32_t* partitions = route(items);
+        // Keyless topics never touch the thread's key buffer (a thread-local with a guarded initialization).
+        const std::uint32_t* partitions = topic_->partition_key() ? route(items, reusable_partitions()) : nullptr;
         switch (topic_->produce_now(items, partitions, false)) {
         case detail::produce_outcome::done: return true;
         case detail::produce_outcome::closed: throw_closed();
@@ -253,15 +254,6 @@ private:
         } catch (const error& failure) {
             throw error(errc::invalid_argument, "topic '" + topic_->name() + "': " + failure.what());
         }
-    }
-
-    // Each item's key partition, in this thread's reusable buffer; null for round-robin.
-    const std::uint32_t* route(std::span<const T> items) const
-    {
-        if (!topic_->partition_key()) {
-            return nullptr;
-        }
-        return route(items, reusable_partitions());
     }
 
     // Fills `partitions` with each item's key partition; null (and nothing filled) for round-robin.

@@ -239,7 +239,9 @@ private:
         if (lane + 1 < producer_lanes_) {
             first = position.load(std::memory_order_relaxed);
             std::uint64_t next = first + items.size();
-            next = next < partitions ? next : next - partitions < partitions ? next - partitions : next % partitions;
+            if (next >= partitions) {
+                next = items.size() == 1 ? 0 : next % partitions;  // a single item wraps without a division
+            }
             position.store(next, std::memory_order_relaxed);
         } else {
             first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
