@@ -1,7 +1,8 @@
 // HTTP ingest: a Boost.Beast server on 127.0.0.1 that takes JSON items over HTTP and produces them
 // into topics that a pull consumer and two push consumers read and log.
 //
-//   example_http_ingest <port> [<seconds>]      port 0 picks a free port; the bound port is printed
+//   example_http_ingest <port> [<seconds>]      port 0 picks a free port; the bound port is printed;
+//                                               <seconds> stops the server after that long
 //
 //   POST /api/foo1  {"id": 1, "name": "x"}   -> topic-foo1, read by a pull consumer (auto commit)
 //   POST /api/foo2  {"id": 1, "name": "x"}   -> topic-foo2, singleton push consumer (auto commit)
@@ -27,6 +28,7 @@
 #include <nlohmann/json.hpp>
 
 #include <atomic>
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <exception>
@@ -34,6 +36,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <system_error>
 
 #if defined(__GNUC__) && !defined(__clang__)
 // GCC 12 with sanitizers at -O1 reports a false -Wmismatched-new-delete for Asio's coroutine frames
@@ -278,7 +282,9 @@ private:
             }
         } catch (const nlohmann::json::exception& failure) {
             co_return reply(http::status::bad_request, std::string("invalid fields: ") + failure.what());
-        } catch (const std::system_error& failure) {  // the queue is closed: the server is stopping
+        } catch (const boost::system::system_error& failure) {  // an awaited produce: the queue is closed
+            co_return reply(http::status::service_unavailable, failure.what());
+        } catch (const bq::error& failure) {  // try_produce: the queue is closed, the server is stopping
             co_return reply(http::status::service_unavailable, failure.what());
         }
         co_return reply(http::status::accepted, "accepted");
@@ -308,6 +314,9 @@ private:
                 }
                 co_await queue_.stop();  // running handlers finish
                 queue_.close();          // ends the pull consumer
+                // A request still being read is answered 503 now (the driver checks that).
+                std::printf("http_ingest: queue closed\n");
+                std::fflush(stdout);
             },
             asio::detached);
     }
@@ -322,23 +331,52 @@ private:
     std::atomic<bool> stopping_{false};
 };
 
+// Prints the usage line: on stdout for --help, on stderr after a mistake.
+void print_usage(std::FILE* to, const char* program)
+{
+    std::fprintf(to,
+                 "usage: %s <port> [<seconds>]\n"
+                 "  Serves HTTP on 127.0.0.1:<port> (0..65535; 0 picks a free port and prints it) and stops\n"
+                 "  after <seconds> (1..86400) when given, on POST /shutdown, SIGINT or SIGTERM.\n",
+                 program);
+}
+
+// The whole of `text` as a decimal number in [min, max]; nothing for "8080x", "", "+1" or " 1".
+std::optional<int> parse_number(std::string_view text, int min, int max)
+{
+    int value = 0;
+    const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), value);
+    if (text.empty() || error != std::errc() || end != text.data() + text.size() || value < min || value > max) {
+        return std::nullopt;
+    }
+    return value;
+}
+
 int main(int argc, char** argv)
 {
+    if (argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h")) {
+        print_usage(stdout, argv[0]);
+        return 0;
+    }
     if (argc < 2 || argc > 3) {
-        std::fprintf(stderr, "usage: %s <port> [<seconds>]\n", argv[0]);
+        print_usage(stderr, argv[0]);
+        return 2;
+    }
+    const std::optional<int> port = parse_number(argv[1], 0, 65535);
+    if (!port) {
+        std::fprintf(stderr, "http_ingest: bad <port> '%s': expected a number 0..65535\n", argv[1]);
+        print_usage(stderr, argv[0]);
+        return 2;
+    }
+    std::optional<int> seconds;
+    if (argc == 3 && !(seconds = parse_number(argv[2], 1, 86'400))) {
+        std::fprintf(stderr, "http_ingest: bad <seconds> '%s': expected a number 1..86400\n", argv[2]);
+        print_usage(stderr, argv[0]);
         return 2;
     }
     try {
-        const int port = std::stoi(argv[1]);
-        if (port < 0 || port > 65535) {
-            throw std::out_of_range("port out of range");
-        }
-        std::optional<int> seconds;
-        if (argc == 3) {
-            seconds = std::stoi(argv[2]);
-        }
         asio::io_context io;
-        server ingest(io, static_cast<unsigned short>(port));
+        server ingest(io, static_cast<unsigned short>(*port));
         ingest.run(seconds);
         std::printf("http_ingest: listening on 127.0.0.1:%u\n", static_cast<unsigned>(ingest.port()));
         std::fflush(stdout);
@@ -352,7 +390,7 @@ int main(int argc, char** argv)
         }
         std::printf("http_ingest: %s\n", complete ? "done" : "FAILED (accepted items were not all consumed)");
         return complete ? 0 : 1;
-    } catch (const std::exception& failure) {
+    } catch (const std::exception& failure) {  // e.g. the port is in use
         std::fprintf(stderr, "http_ingest: %s\n", failure.what());
         return 1;
     }

@@ -1,8 +1,9 @@
-// Persistent topics: an mmap topic in a directory given on the command line. Run it twice on one
-// directory. The first run produces 100 events, commits the first 60 and reads 20 more without
-// committing them (as if the process died before it could). The second run recovers the topic,
+// Persistent topics: an mmap topic in a directory given on the command line. Run it several times on
+// one directory. The first run produces 100 events, commits the first 60 and reads 20 more without
+// committing them (as if the process died before it could). The next run recovers the topic,
 // resumes from the committed offset - event 60 - and so replays the 20 uncommitted events before
-// the rest. `ctest -R example.persistent` runs it twice on a fresh directory and checks both runs.
+// the rest, committing as it goes. A run after that finds nothing left to read and says so.
+// `ctest -R example.persistent` runs it three times on a fresh directory and checks every run.
 //
 //   example_persistent <directory>
 #include <bufferqueue/bufferqueue.hpp>
@@ -14,8 +15,10 @@
 #include <cstdio>
 #include <exception>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -41,13 +44,9 @@ constexpr int total = 100;
 constexpr int committed_in_first_run = 60;
 constexpr std::size_t batch_size = 20;
 
-int main(int argc, char** argv)
+// One run on `directory`: the first one creates the topic, every later one resumes it.
+int run(const std::filesystem::path& directory)
 {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s <directory>\n", argv[0]);
-        return 2;
-    }
-    const std::filesystem::path directory = argv[1];
     const bool resuming = std::filesystem::exists(directory / "events");
 
     asio::io_context io;
@@ -68,7 +67,7 @@ int main(int argc, char** argv)
             events.push_back({.id = id, .text = "event " + std::to_string(id)});
         }
         queue.producer<event>("events").try_produce(std::span<const event>(events));
-        std::printf("persistent: run 1: produced %d events into %s\n", total, (directory / "events").c_str());
+        std::printf("persistent: new topic: produced %d events into %s\n", total, (directory / "events").c_str());
     }
 
     bool ok = true;
@@ -83,33 +82,43 @@ int main(int argc, char** argv)
                     committed += static_cast<int>(batch.size());
                 }
                 bq::batch<event> uncommitted = co_await consumer.consume();
-                std::printf("persistent: run 1: committed events 0..%d, read %d..%d without committing\n",
+                std::printf("persistent: new topic: committed events 0..%d, read %d..%d without committing\n",
                             committed - 1, uncommitted.front().id, uncommitted.back().id);
                 co_return;  // the process ends before a commit
             }
-            // Second run: the group's committed offset survived, the uncommitted batch is replayed.
+            // A later run: the group's committed offset survived, an uncommitted batch is delivered
+            // again. No run produces more, so this one reads what is there - try_consume() never
+            // waits - and ends. (A consume() here would wait for events that nobody will produce.)
             std::vector<int> seen;
-            while (seen.empty() || seen.back() < total - 1) {
-                bq::batch<event> batch = co_await consumer.consume();
+            while (std::optional<bq::batch<event>> batch = consumer.try_consume()) {
                 if (seen.empty()) {
-                    std::printf("persistent: run 2: resumed at event %d (committed offset %d)\n", batch.front().id,
-                                committed_in_first_run);
+                    std::printf("persistent: reopened: resumed at event %d, the first one group archiver had not "
+                                "committed\n",
+                                batch->front().id);
                 }
-                for (const event& e : batch) {
+                for (const event& e : *batch) {
                     seen.push_back(e.id);
                 }
                 co_await consumer.commit();
             }
-            for (std::size_t i = 0; i < seen.size(); ++i) {
-                ok = ok && seen[i] == committed_in_first_run + static_cast<int>(i);
+            if (seen.empty()) {
+                std::printf("persistent: reopened: nothing left to read: group archiver has committed all %d "
+                            "events\n",
+                            total);
+                co_return;
             }
-            // Run 1 read events 60..79 without committing them.
+            // In order, without a gap, up to the last event.
+            for (std::size_t i = 0; i < seen.size(); ++i) {
+                ok = ok && seen[i] == seen.front() + static_cast<int>(i);
+            }
+            ok = ok && seen.back() == total - 1;
+            // The first run read events 60..79 without committing them.
             const auto replayed = std::count_if(seen.begin(), seen.end(), [](int id) {
                 return id >= committed_in_first_run && id < committed_in_first_run + static_cast<int>(batch_size);
             });
-            std::printf("persistent: run 2: replayed %d uncommitted events and read %d more, events %d..%d in order\n",
+            std::printf("persistent: reopened: replayed %d uncommitted events and read %d more, events %d..%d %s\n",
                         static_cast<int>(replayed), static_cast<int>(seen.size()) - static_cast<int>(replayed),
-                        seen.front(), seen.back());
+                        seen.front(), seen.back(), ok ? "in order" : "OUT OF ORDER");
         },
         [&](std::exception_ptr error) {
             if (error) {
@@ -124,4 +133,35 @@ int main(int argc, char** argv)
     io.run();
     std::printf("persistent: %s\n", ok ? "done" : "FAILED");
     return ok ? 0 : 1;
+}
+
+// Prints the usage line: on stdout for --help, on stderr after a mistake.
+void print_usage(std::FILE* to, const char* program)
+{
+    std::fprintf(to,
+                 "usage: %s <directory>\n"
+                 "  Keeps the persistent topic 'events' under <directory>/events; run it again on the same\n"
+                 "  directory to resume where the last run committed.\n",
+                 program);
+}
+
+int main(int argc, char** argv)
+{
+    const std::string_view first = argc > 1 ? argv[1] : "";
+    if (argc == 2 && (first == "--help" || first == "-h")) {
+        print_usage(stdout, argv[0]);
+        return 0;
+    }
+    if (argc != 2 || first.empty() || first.front() == '-') {  // a directory, not an option
+        print_usage(stderr, argv[0]);
+        return 2;
+    }
+    const std::filesystem::path directory = argv[1];
+    try {
+        return run(directory);
+    } catch (const std::exception& failure) {  // e.g. the directory cannot be created or is damaged
+        std::fprintf(stderr, "persistent: %s\n", failure.what());
+        std::printf("persistent: FAILED\n");
+        return 1;
+    }
 }

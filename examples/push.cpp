@@ -14,6 +14,7 @@
 #include <mutex>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace asio = boost::asio;
@@ -83,8 +84,14 @@ struct bar_consumer {
 
 static_assert(bq::push_consumer<foo_consumer> && bq::push_consumer<bar_consumer>);
 
-int main()
+int main(int argc, char** argv)
 {
+    if (argc > 1) {  // no arguments: --help prints the usage line, anything else is a mistake
+        const bool help = argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h");
+        std::fprintf(help ? stdout : stderr,
+                     "usage: %s\n  Runs push consumers on in-memory topics; takes no arguments.\n", argv[0]);
+        return help ? 0 : 2;
+    }
     constexpr int count = 1'000;
     ledger seen;
 

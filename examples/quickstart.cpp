@@ -11,6 +11,7 @@
 #include <exception>
 #include <span>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -41,8 +42,16 @@ void ignore_abort(std::exception_ptr error)
     }
 }
 
-int main()
+int main(int argc, char** argv)
 {
+    if (argc > 1) {  // no arguments: --help prints the usage line, anything else is a mistake
+        const bool help = argc == 2 && (std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h");
+        std::fprintf(help ? stdout : stderr,
+                     "usage: %s\n  Runs in-memory topics with producers on several threads and pull consumers; takes "
+                     "no arguments.\n",
+                     argv[0]);
+        return help ? 0 : 2;
+    }
     std::atomic<int> billed{0};
     std::atomic<int> batches{0};
     double revenue = 0;

@@ -1094,6 +1094,40 @@ TEST_CASE("mmap topic: invalid options are rejected naming the option", "[mmap]"
     CHECK(produce_now(producer, std::string(9, 'x'), runner.io) == errc::invalid_argument);
 }
 
+TEST_CASE("mmap topic: segment_size one below the minimum is rejected naming the option and the minimum, the "
+          "minimum is accepted",
+          "[mmap]")
+{
+    // One constant, detail::min_segment_size, is the minimum for the topic option and for the format.
+    constexpr std::uint64_t minimum = bq::detail::min_segment_size;
+    temporary_directory directory;
+    const fs::path data = directory.path() / "data";
+    fs::create_directory(data);
+    for (const std::uint64_t size : {minimum - 1, minimum - bq::detail::record_alignment}) {
+        INFO("segment_size " << size);
+        queue_runner runner;
+        auto options = string_topic(data);
+        options.segment_size = size;
+        try {
+            runner->add_topic(options);
+            FAIL("accepted");
+        } catch (const bq::error& failure) {
+            CHECK(failure.code() == errc::invalid_argument);
+            CHECK(bq::test::missing_from(failure.what(),
+                                         {"'segment_size'", std::to_string(minimum), std::to_string(size)}) == "");
+        }
+        CHECK(fs::is_empty(data));
+        CHECK_THROWS_AS(bq::detail::validate_segment_size(size), bq::error);
+    }
+    CHECK_NOTHROW(bq::detail::validate_segment_size(minimum));
+    queue_runner runner;
+    auto options = string_topic(data);
+    options.segment_size = minimum;
+    runner->add_topic(options);
+    auto producer = runner->producer<std::string>("events");
+    CHECK_FALSE(produce_now(producer, std::string("x"), runner.io));
+}
+
 // ---- closing ------------------------------------------------------------------------------------
 
 // Lines of /proc/self/maps, or entries of /proc/self/fd, that refer to something under `folder`.

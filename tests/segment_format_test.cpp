@@ -123,11 +123,12 @@ TEST_CASE("segment format: fits checks the room left after a position", "[segmen
     CHECK_FALSE(detail::fits(1ULL << 40, 40, detail::max_record_payload_size + 1));
 }
 
-TEST_CASE("segment format: segment sizes must be multiples of 8 of at least 48 bytes", "[segment_format]")
+TEST_CASE("segment format: segment sizes must be multiples of 8 of at least 64 bytes", "[segment_format]")
 {
-    CHECK_NOTHROW(detail::validate_segment_size(48));
+    CHECK(detail::min_segment_size == 64);
+    CHECK_NOTHROW(detail::validate_segment_size(64));
     CHECK_NOTHROW(detail::validate_segment_size(256ULL * 1024 * 1024));
-    for (const std::uint64_t size : {0ULL, 40ULL, 47ULL, 49ULL, 4097ULL}) {
+    for (const std::uint64_t size : {0ULL, 40ULL, 48ULL, 56ULL, 63ULL, 65ULL, 4097ULL}) {
         const auto failure = error_from([&] { detail::validate_segment_size(size); });
         REQUIRE(failure);
         CHECK(failure->code() == errc::invalid_argument);

@@ -1,11 +1,13 @@
 // Test driver of the http_ingest example: starts the server on an ephemeral loopback port, drives
 // it with real HTTP requests, checks status codes, that the consumers saw every accepted item, and
-// that the server shuts down cleanly on request.
+// that the server shuts down cleanly on request and answers a request that arrives while it stops
+// with 503 (the queue is closed by then).
 //
 //   http_ingest_client <path to example_http_ingest>
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
 #include <nlohmann/json.hpp>
@@ -19,6 +21,7 @@
 #include <regex>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 namespace asio = boost::asio;
@@ -78,9 +81,10 @@ std::size_t count_lines(const std::string& output, const std::string& part)
 
 int main(int argc, char** argv)
 {
-    if (argc != 2) {
-        std::fprintf(stderr, "usage: %s <example_http_ingest>\n", argv[0]);
-        return 2;
+    if (argc != 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
+        const bool help = argc == 2;
+        std::fprintf(help ? stdout : stderr, "usage: %s <path to example_http_ingest>\n", argv[0]);
+        return help ? 0 : 2;
     }
     // Port 0: the server picks a free port and prints it. 60: it stops by itself after a minute.
     const std::string command = std::string("'") + argv[1] + "' 0 60";
@@ -152,7 +156,35 @@ int main(int argc, char** argv)
             check(stats["accepted"][topic] == count, "the server accepted what the driver counted for " + topic);
             check(stats["consumed"][topic] == count, "the consumers saw every accepted item of " + topic);
         }
+
+        // A request that is still being read when the server stops: its headers arrive before the
+        // shutdown, its body only after the server closed the queue. The awaited produce fails with
+        // errc::closed, which the client learns as 503.
+        asio::io_context io;
+        tcp::socket late(io);
+        late.connect(tcp::endpoint(asio::ip::make_address("127.0.0.1"), port));
+        const std::string late_body = R"({"id": 99, "name": "late"})";
+        const std::string late_headers = "POST /api/foo1 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                         "application/json\r\nContent-Length: " +
+                                         std::to_string(late_body.size()) + "\r\n\r\n";
+        asio::write(late, asio::buffer(late_headers));
+        // Accepted before this one, so the server reads the late request's headers first.
         check(status_of(port, http::verb::post, "/shutdown") == 200, "POST /shutdown gets 200");
+        bool closed = false;
+        while (!closed && std::fgets(line, sizeof line, server) != nullptr) {
+            output += line;
+            closed = std::string_view(line).starts_with("http_ingest: queue closed");
+        }
+        check(closed, "the server logs that it closed the queue");
+        asio::write(late, asio::buffer(late_body));
+        beast::flat_buffer buffer;
+        http::response<http::string_body> late_response;
+        http::read(late, buffer, late_response);
+        check(static_cast<int>(late_response.result()) == 503,
+              "a request that arrives while the server stops gets 503");
+        check(late_response.body().find("closed") != std::string::npos, "the 503 says the topic is closed");
+        boost::system::error_code ignored;
+        late.shutdown(tcp::socket::shutdown_both, ignored);
     } catch (const std::exception& failure) {
         check(false, std::string("request failed: ") + failure.what());
     }

@@ -33,8 +33,9 @@ struct mmap_topic_options {
     std::size_t partitions = 1;
     /// The folder holding `{name}/partition-{id:05}/...`; created when missing.
     std::filesystem::path data_directory{};
-    /// Bytes per segment file, a multiple of 8 of at least 64 bytes. A record's payload must fit in one
-    /// segment with its 8-byte header and the 8-byte segment-end marker (payload <= segment_size - 56).
+    /// Bytes per segment file, a multiple of 8 of at least 64 bytes (`detail::min_segment_size`) and
+    /// at most 2^40. A record's payload must fit in one segment with its 8-byte header and the 8-byte
+    /// segment-end marker (payload <= segment_size - 56).
     std::uint64_t segment_size = 256ULL * 1024 * 1024;
     /// Segments every known group has committed past that are kept before deletion; empty (the
     /// default) never deletes.
@@ -76,11 +77,11 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
                        std::to_string(options.partitions) + ")");
     require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
     constexpr std::uint64_t max_segment_size = std::uint64_t{1} << 40;
-    require_option(options.segment_size % record_alignment == 0 && options.segment_size >= 64 &&
+    require_option(options.segment_size % record_alignment == 0 && options.segment_size >= min_segment_size &&
                        options.segment_size <= max_segment_size,
                    kind, options.name, "segment_size",
-                   "must be a multiple of 8 between 64 and 2^40 bytes (got " + std::to_string(options.segment_size) +
-                       ")");
+                   "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
+                       std::to_string(options.segment_size) + ")");
     require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");
 
     const std::string topic_folder = (options.data_directory / options.name).string();

@@ -95,7 +95,9 @@ public:
     /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
     /// one is split into capacity-sized slices in wait mode (each admitted whole; cancellation can
     /// leave earlier slices stored) and rejected whole with `errc::queue_full` in fail mode.
-    /// The span must stay valid until the operation completes.
+    /// The span must stay valid until the operation completes. Allocation: on a keyed topic, a
+    /// vector of the items' partitions per call (the operation owns it); one that has to wait also
+    /// allocates the parked operation and its completion.
     template <class CompletionToken = default_completion_token>
     auto produce(std::span<const T> items, CompletionToken&& token = default_completion_token())
     {

@@ -12,8 +12,9 @@
 namespace bufferqueue::detail {
 
 /// Posts `handler(args...)` to the handler's associated executor (or `fallback`). Completing
-/// inside the initiating call would recurse into `use_awaitable` coroutines, so every completion
-/// goes through here.
+/// inside the initiating call would recurse into `use_awaitable` coroutines, so an initiating call
+/// that completes at once goes through here; a wait resumed later may complete with
+/// `pending_completion::dispatch` instead.
 template <class Handler, class Executor, class... Args>
 void post_completion(Handler&& handler, const Executor& fallback, Args&&... args)
 {

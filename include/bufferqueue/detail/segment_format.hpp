@@ -87,8 +87,10 @@ inline constexpr std::uint32_t segment_end_checksum = 0x148C'3D26U;
 /// The largest payload length a record can declare.
 inline constexpr std::uint64_t max_record_payload_size = 0xFFFF'FFFEU;
 
-/// The smallest valid segment size: a header and one empty record.
-inline constexpr std::uint64_t min_segment_size = segment_header_size + record_header_size;
+/// The smallest valid segment size, 64 bytes: the header, one record of up to 8 payload bytes and
+/// the segment-end marker after it. The one definition of the minimum: `validate_segment_size`,
+/// the `segment_size` option of mmap topics and docs/mmap-format.md use it.
+inline constexpr std::uint64_t min_segment_size = 64;
 
 /// Throws `error(errc::invalid_argument)` unless `segment_size` is a multiple of 8 and at least
 /// `min_segment_size`. Thread-safe; allocates only the exception.
@@ -101,15 +103,18 @@ constexpr std::uint64_t record_size(std::uint64_t payload_size) noexcept
     return record_header_size + (payload_size + record_alignment - 1) / record_alignment * record_alignment;
 }
 
+static_assert(min_segment_size == segment_header_size + record_size(8) + record_header_size);
+
 /// The largest payload a segment of `segment_size` bytes can hold (in a record right after the
 /// header); producers reject a larger payload with `errc::invalid_argument`. 0 for a segment size
-/// below `min_segment_size`.
+/// below 48 bytes (a header and an empty record).
 constexpr std::uint64_t max_payload_size(std::uint64_t segment_size) noexcept
 {
-    if (segment_size < min_segment_size) {
+    constexpr std::uint64_t headers = segment_header_size + record_header_size;
+    if (segment_size < headers) {
         return 0;
     }
-    const std::uint64_t room = (segment_size - min_segment_size) / record_alignment * record_alignment;
+    const std::uint64_t room = (segment_size - headers) / record_alignment * record_alignment;
     return room < max_record_payload_size ? room : max_record_payload_size;
 }
 
