@@ -13,10 +13,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <typeindex>
@@ -152,34 +152,100 @@ public:
         if (is_closed()) {
             throw error(errc::closed, "topic '" + name_ + "' is closed");
         }
-        if (groups_.contains(options.group)) {
-            throw error(errc::group_exists,
-                        "topic '" + name_ + "': consumer group '" + options.group + "' already exists");
+        if (const auto found = groups_.find(options.group); found != groups_.end() && found->second != 0) {
+            throw error(errc::group_exists, "topic '" + name_ + "': consumer group '" + options.group +
+                                                "' already exists and " + std::to_string(found->second) +
+                                                " of its consumers are open");
         }
+        // All or nothing: a partition that fails undoes the group in the partitions that created it
+        // for this call (a group they already held, reopened or known from disk, stays).
         std::vector<typename Partition::cursor*> cursors;
-        cursors.reserve(partitions);
-        for (std::size_t partition = 0; partition < partitions; ++partition) {
-            cursors.push_back(&slots_[partition]->storage.open_cursor(options.group));
-        }
-        groups_.insert(options.group);
-
-        std::vector<std::shared_ptr<consumer_base<T>>> created;
-        const std::size_t base_share = partitions / count;
-        const std::size_t larger_shares = partitions % count;
-        std::size_t next_partition = 0;
-        for (std::size_t consumer = 0; consumer < count; ++consumer) {
-            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
-            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
-            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
-                slot_type& slot = *slots_[next_partition];
-                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
+        std::vector<std::size_t> created_in;
+        std::size_t partition = 0;
+        const bool known = groups_.contains(options.group);
+        try {
+            cursors.reserve(partitions);
+            for (; partition < partitions; ++partition) {
+                Partition& storage = slots_[partition]->storage;
+                const bool existed = storage.has_group(options.group);
+                cursors.push_back(&storage.open_cursor(options.group));
+                if (!existed) {
+                    created_in.push_back(partition);
+                }
             }
-            created.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
-                                                                              std::move(assignments)));
+            std::size_t& open = groups_[options.group];
+            auto created = make_consumers(options, count, cursors);
+            open = created.size();
+            return created;
+        } catch (...) {
+            if (!known) {
+                groups_.erase(options.group);
+            }
+            for (const std::size_t each : created_in) {
+                try {
+                    release_capacity(slots_[each]->storage.remove_group(options.group));
+                } catch (...) {
+                    // Best effort: a leftover checkpoint is a group created at the earliest offset.
+                }
+            }
+            try {
+                throw;
+            } catch (const error& failure) {
+                throw error(static_cast<errc>(failure.code().value()),
+                            "topic '" + name_ + "': creating consumer group '" + options.group + "' failed" +
+                                (partition < partitions ? " in partition " + std::to_string(partition) : "") +
+                                ", so it was created in no partition: " + failure.what());
+            }
         }
-        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
-        consumers_.insert(consumers_.end(), created.begin(), created.end());
-        return created;
+    }
+
+    bool has_group(const std::string& group) override
+    {
+        std::lock_guard lock(groups_mutex_);
+        return groups_.contains(group) || std::any_of(slots_.begin(), slots_.end(),
+                                                      [&](const auto& slot) { return slot->storage.has_group(group); });
+    }
+
+    bool remove_group(const std::string& group) override
+    {
+        std::lock_guard lock(groups_mutex_);
+        if (is_closed()) {
+            throw error(errc::closed, "topic '" + name_ + "' is closed: cannot remove consumer group '" + group + "'");
+        }
+        const auto found = groups_.find(group);
+        if (found != groups_.end() && found->second != 0) {
+            throw error(errc::group_in_use, "topic '" + name_ + "': cannot remove consumer group '" + group +
+                                                "': " + std::to_string(found->second) +
+                                                " of its consumers are still open (close them first)");
+        }
+        bool known = found != groups_.end();
+        for (std::size_t partition = 0; partition < slots_.size(); ++partition) {
+            Partition& storage = slots_[partition]->storage;
+            try {
+                if (storage.has_group(group)) {
+                    known = true;
+                    release_capacity(storage.remove_group(group));
+                }
+            } catch (const error& failure) {
+                throw error(static_cast<errc>(failure.code().value()),
+                            "topic '" + name_ + "': removing consumer group '" + group + "' failed in partition " +
+                                std::to_string(partition) + " (earlier partitions no longer hold it; call " +
+                                "remove_group again): " + failure.what());
+            }
+        }
+        if (found != groups_.end()) {
+            groups_.erase(found);
+        }
+        return known;
+    }
+
+    /// A counted consumer of `group` detached (closed): the group may be opened again once none is left.
+    void consumer_released(const std::string& group) noexcept
+    {
+        std::lock_guard lock(groups_mutex_);
+        if (const auto found = groups_.find(group); found != groups_.end() && found->second != 0) {
+            --found->second;
+        }
     }
 
     /// Gives back room that every group has committed past.
@@ -194,6 +260,36 @@ public:
     std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
 
 private:
+    // Builds the consumers of a group over its partitions' cursors; called with groups_mutex_ held.
+    std::vector<std::shared_ptr<consumer_base<T>>>
+    make_consumers(const pull_consumer_options& options, std::size_t count,
+                   const std::vector<typename Partition::cursor*>& cursors)
+    {
+        const std::size_t partitions = slots_.size();
+        std::vector<std::shared_ptr<shared_consumer<T, Partition>>> made;
+        const std::size_t base_share = partitions / count;
+        const std::size_t larger_shares = partitions % count;
+        std::size_t next_partition = 0;
+        for (std::size_t consumer = 0; consumer < count; ++consumer) {
+            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
+            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
+            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
+                slot_type& slot = *slots_[next_partition];
+                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
+            }
+            made.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
+                                                                           std::move(assignments)));
+        }
+        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
+        consumers_.reserve(consumers_.size() + made.size());
+        std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
+        for (const auto& each : made) {  // nothing throws from here on
+            each->mark_counted();
+            consumers_.push_back(each);
+        }
+        return created;
+    }
+
     // Routes and stores items whose room (if bounded) is already reserved.
     void append_admitted(std::span<const T> items, const std::uint32_t* partitions)
     {
@@ -401,8 +497,9 @@ private:
     const std::unique_ptr<round_robin_position[]> round_robin_;
     alignas(64) std::atomic<bool> closed_{false};
 
-    std::mutex groups_mutex_;                                 // registration only, never on a data path
-    std::set<std::string, std::less<>> groups_;               // guarded by groups_mutex_
+    std::mutex groups_mutex_;  // registration only, never on a data path
+    // Each group created in this process, with how many of its consumers are open (not detached).
+    std::map<std::string, std::size_t, std::less<>> groups_;  // guarded by groups_mutex_
     std::vector<std::weak_ptr<consumer_base<T>>> consumers_;  // guarded by groups_mutex_
 };
 
@@ -425,6 +522,12 @@ const boost::asio::any_io_executor* shared_consumer<T, Partition>::blocking_exec
 }
 
 template <class T, class Partition>
+void shared_consumer<T, Partition>::consumer_released() noexcept
+{
+    topic_->consumer_released(group_);
+}
+
+template <class T, class Partition>
 bool shared_consumer<T, Partition>::is_closed() const noexcept
 {
     return closed_.load(std::memory_order_acquire) || topic_->is_closed();
@@ -437,6 +540,7 @@ boost::system::error_code shared_consumer<T, Partition>::commit_position(std::si
     try {
         topic_->release_capacity(each.storage->commit(*each.cursor, next_offset));
     } catch (...) {
+        failure_detail_ = exception_message();
         return current_exception_code(errc::io_error);
     }
     return {};
