@@ -17,6 +17,7 @@
 #include <fstream>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -270,4 +271,40 @@ TEST_CASE("group lifecycle: a group whose checkpoint fails in one partition is c
     auto consumers = queue.create_pull_consumers<int>(manual("g"), 3);
     CHECK(consumers.size() == 3);
     CHECK(fs::is_directory(topic / "partition-00002" / "offsets" / "g"));
+}
+
+TEST_CASE("group lifecycle: a close racing a consume on another thread lets the group be opened again",
+          "[memory][consumer][groups][concurrency]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{.name = "numbers", .partitions = 2});
+    auto producer = queue.producer<int>("numbers");
+    int delivered_batches = 0;
+    int aborted = 0;
+    for (int round = 0; round < 200; ++round) {
+        auto consumer = queue.create_pull_consumer<int>(manual("racing", 1));
+        if (round % 2 == 0) {
+            REQUIRE(producer.try_produce(round));  // sometimes there is a batch to hand out
+        }
+        boost::system::error_code result;
+        bool completed = false;
+        consumer.consume([&](boost::system::error_code error, bq::batch<int>) {
+            result = error;
+            completed = true;
+        });
+        std::thread runner([&] { io.run(); });
+        consumer.close();
+        runner.join();
+        io.restart();
+        io.run();  // a completion posted by close() after the runner finished
+        io.restart();
+        REQUIRE(completed);
+        (result ? aborted : delivered_batches) += 1;
+        // A consume that handed out a batch as close() began keeps it valid: the group counts as
+        // closed from the next close() (or the destruction) on.
+        consumer.close();
+        CHECK_NOTHROW(queue.create_pull_consumer<int>(manual("racing", 1)).close());
+    }
+    CHECK(delivered_batches + aborted == 200);
 }
