@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bufferqueue/detail/capacity_gate.hpp"
+#include "bufferqueue/detail/group_cursors.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/shared_consumer.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
@@ -157,45 +158,21 @@ public:
                                                 "' already exists and " + std::to_string(found->second) +
                                                 " of its consumers are open");
         }
-        // All or nothing: a partition that fails undoes the group in the partitions that created it
-        // for this call (a group they already held, reopened or known from disk, stays).
-        std::vector<typename Partition::cursor*> cursors;
-        std::vector<std::size_t> created_in;
-        std::size_t partition = 0;
+        // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
+        const auto release = [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); };
         const bool known = groups_.contains(options.group);
+        auto opened = open_group_cursors<typename Partition::cursor>(name_, slots_, options.group, release);
         try {
-            cursors.reserve(partitions);
-            for (; partition < partitions; ++partition) {
-                Partition& storage = slots_[partition]->storage;
-                const bool existed = storage.has_group(options.group);
-                cursors.push_back(&storage.open_cursor(options.group));
-                if (!existed) {
-                    created_in.push_back(partition);
-                }
-            }
             std::size_t& open = groups_[options.group];
-            auto created = make_consumers(options, count, cursors);
+            auto created = make_consumers(options, count, opened.cursors);
             open = created.size();
             return created;
         } catch (...) {
             if (!known) {
                 groups_.erase(options.group);
             }
-            for (const std::size_t each : created_in) {
-                try {
-                    release_capacity(slots_[each]->storage.remove_group(options.group));
-                } catch (...) {
-                    // Best effort: a leftover checkpoint is a group created at the earliest offset.
-                }
-            }
-            try {
-                throw;
-            } catch (const error& failure) {
-                throw error(static_cast<errc>(failure.code().value()),
-                            "topic '" + name_ + "': creating consumer group '" + options.group + "' failed" +
-                                (partition < partitions ? " in partition " + std::to_string(partition) : "") +
-                                ", so it was created in no partition: " + failure.what());
-            }
+            undo_group_cursors(slots_, options.group, opened.created_in, release);
+            throw;
         }
     }
 
@@ -218,21 +195,9 @@ public:
                                                 "': " + std::to_string(found->second) +
                                                 " of its consumers are still open (close them first)");
         }
-        bool known = found != groups_.end();
-        for (std::size_t partition = 0; partition < slots_.size(); ++partition) {
-            Partition& storage = slots_[partition]->storage;
-            try {
-                if (storage.has_group(group)) {
-                    known = true;
-                    release_capacity(storage.remove_group(group));
-                }
-            } catch (const error& failure) {
-                throw error(static_cast<errc>(failure.code().value()),
-                            "topic '" + name_ + "': removing consumer group '" + group + "' failed in partition " +
-                                std::to_string(partition) + " (earlier partitions no longer hold it; call " +
-                                "remove_group again): " + failure.what());
-            }
-        }
+        const bool held = remove_group_cursors(
+            name_, slots_, group, [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); });
+        const bool known = held || found != groups_.end();
         if (found != groups_.end()) {
             groups_.erase(found);
         }

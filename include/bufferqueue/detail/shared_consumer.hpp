@@ -354,14 +354,18 @@ private:
 
     // Records how the operation ended for `last_error`; with the operation still owned (busy_).
     // Takes the lock only when the recorded text changes, so a run of successes never locks.
-    void record_outcome(const boost::system::error_code& error)
+    void record_outcome(const boost::system::error_code& error) noexcept
     {
         if (!error && !has_last_error_) {
             return;
         }
         std::string text;
         if (error) {
-            text = describe() + ": " + (failure_detail_.empty() ? error.message() : failure_detail_);
+            try {
+                text = describe() + ": " + (failure_detail_.empty() ? error.message() : failure_detail_);
+            } catch (...) {
+                text.clear();  // no memory for the description: the code alone reaches the caller
+            }
         }
         {
             std::lock_guard lock(mutex_);
@@ -430,10 +434,10 @@ private:
     std::size_t last_assignment_ = 0;
     std::uint64_t last_next_offset_ = 0;
     bool uncommitted_ = false;
-    std::string failure_detail_;   // the message of the last pull failure, for try_consume's exception
-    bool has_last_error_ = false;  // last_error_ is not empty
-    bool counted_ = false;         // set before the consumer is shared
-    std::atomic<bool> detached_{false};
+    std::string failure_detail_;         // the message of the last pull failure, for try_consume's exception
+    bool has_last_error_ = false;        // last_error_ is not empty
+    bool counted_ = false;               // set before the consumer is shared
+    std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
 
     mutable spin_mutex mutex_;
     std::string last_error_;           // guarded by mutex_
