@@ -81,8 +81,10 @@ std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, s
 
 void buffer_queue::validate(const pull_consumer_options& options)
 {
-    if (options.group.empty()) {
-        throw error(errc::invalid_argument, "topic '" + options.topic + "': option 'group' must not be empty");
+    if (options.group.empty() || detail::only_whitespace(options.group)) {
+        throw error(errc::invalid_argument, "topic '" + options.topic +
+                                                "': option 'group' must not be empty or only whitespace (got '" +
+                                                options.group + "')");
     }
     if (options.batch_size < 1) {
         throw error(errc::invalid_argument, "topic '" + options.topic + "' group '" + options.group +

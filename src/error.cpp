@@ -23,6 +23,7 @@ public:
         case errc::operation_in_progress: return "another operation is already in progress on this consumer";
         case errc::corrupt_data: return "corrupt data";
         case errc::io_error: return "I/O error";
+        case errc::group_in_use: return "a consumer of the group is still open";
         }
         return "unknown bufferqueue error";
     }

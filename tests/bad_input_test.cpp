@@ -1,8 +1,9 @@
-// Bad input at the API of persistent topics that the option and registry tests do not cover: a
-// serializer, deserializer or key selector that throws. Each gives a clear error, stores and
-// acknowledges nothing it should not, and leaves the queue usable. (Invalid options, zero
-// partitions, batch size 0, too many consumers and path-escaping names: buffer_queue_test.cpp and
-// mmap_topic_test.cpp.)
+// Bad input at the API that the option and registry tests do not cover: a serializer, deserializer
+// or key selector that throws, a record that does not decode among readable partitions, option
+// values outside their enum, a key selector returning a null string, names of only whitespace.
+// Each gives a clear error, stores and acknowledges nothing it should not, and leaves the queue
+// usable. (Other invalid options, zero partitions, batch size 0, too many consumers and
+// path-escaping names: buffer_queue_test.cpp and mmap_topic_test.cpp.)
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "bufferqueue/mmap_topic.hpp"
@@ -11,9 +12,15 @@
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/system/system_error.hpp>
 
+#include <algorithm>
 #include <cstddef>
+#include <exception>
+#include <filesystem>
+#include <optional>
 #include <span>
 #include <stdexcept>
 #include <string>
@@ -183,4 +190,183 @@ TEST_CASE("bad input: a key selector that throws on a persistent topic stores no
     std::vector<std::string> items = drain(consumer, io);
     std::sort(items.begin(), items.end());
     CHECK(items == std::vector<std::string>{"a", "bb"});
+}
+
+// ---- a record that does not decode ---------------------------------------------------------------
+
+namespace {
+
+// Two partitions: keys 1 route to partition 0, keys 2 to partition 1. "poison" goes to partition 0.
+bq::mmap_topic_options<std::string> two_partition_poison_topic(const temporary_directory& directory)
+{
+    auto options = poisoned_topic(directory, true, 2);
+    options.partition_key = [](const std::string& item) -> int { return item == "poison" ? 1 : 2; };
+    return options;
+}
+
+}  // namespace
+
+TEST_CASE("bad input: a record that does not decode fails only its partition; the others are still read",
+          "[mmap][bad_input][consumer]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(two_partition_poison_topic(directory));
+    auto producer = queue.producer<std::string>("events");
+    REQUIRE(producer.try_produce(std::vector<std::string>{"poison", "a", "b", "c"}));
+    auto consumer = queue.create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = true, .batch_size = 1});
+    REQUIRE(consumer.partitions().size() == 2);
+
+    std::vector<std::string> delivered;
+    int failures = 0;
+    for (int attempt = 0; attempt < 12 && delivered.size() < 3; ++attempt) {
+        try {
+            if (auto batch = consumer.try_consume()) {
+                CHECK(batch->partition() == 1);
+                delivered.insert(delivered.end(), batch->begin(), batch->end());
+            }
+        } catch (const bq::error& failure) {
+            CHECK(failure.code() == bq::errc::corrupt_data);
+            CHECK(std::string(failure.what()).find("partition 0") != std::string::npos);
+            ++failures;
+        }
+    }
+    CHECK(delivered == std::vector<std::string>{"a", "b", "c"});
+    CHECK(failures >= 1);
+    // The bad partition keeps failing on its turn: nothing skips the record silently.
+    CHECK_THROWS_AS(consumer.try_consume(), bq::error);
+}
+
+TEST_CASE("bad input: after an awaited consume fails, last_error names the topic, partition, file and offset",
+          "[mmap][bad_input][consumer]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(two_partition_poison_topic(directory));
+    auto producer = queue.producer<std::string>("events");
+    REQUIRE(producer.try_produce(std::vector<std::string>{"poison", "a", "b"}));
+    auto consumer = queue.create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = true, .batch_size = 1});
+    CHECK(consumer.last_error().empty());
+
+    std::optional<boost::system::error_code> awaited_code;
+    std::string described;
+    std::vector<std::string> delivered;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+            try {
+                (void)co_await consumer.consume();  // partition 0 first: the poison
+            } catch (const boost::system::system_error& failure) {
+                awaited_code = failure.code();
+                described = consumer.last_error();
+            }
+            // The scan moved on: the next consumes read partition 1, and a success clears last_error.
+            const bq::batch<std::string> next = co_await consumer.consume();
+            delivered.assign(next.begin(), next.end());
+            CHECK(consumer.last_error().empty());
+        },
+        [](std::exception_ptr failure) {
+            if (failure) {
+                std::rethrow_exception(failure);
+            }
+        });
+    io.run();
+    REQUIRE(awaited_code);
+    CHECK(*awaited_code == bq::errc::corrupt_data);
+    CHECK(bufferqueue::test::missing_from(described, {"topic 'events'", "group 'g'", "partition 0", ".log", "offset",
+                                                      "cannot deserialize poison"}) == "");
+    CHECK(delivered == std::vector<std::string>{"a"});
+}
+
+// ---- validation of options and keys ----------------------------------------------------------------
+
+TEST_CASE("bad input: a flush_strategy outside the enum fails with invalid_argument naming option and topic",
+          "[mmap][bad_input]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    auto options = poisoned_topic(directory, false);
+    options.flush = static_cast<bq::flush_strategy>(7);
+    const auto failure = bufferqueue::test::error_from([&] { queue.add_topic(options); });
+    REQUIRE(failure);
+    CHECK(failure->code() == bq::errc::invalid_argument);
+    CHECK(bufferqueue::test::missing_from(failure->what(), {"'flush'", "'events'"}) == "");
+    CHECK_FALSE(std::filesystem::exists(directory.path() / "events"));  // nothing was created
+}
+
+TEST_CASE("bad input: a const char* key selector returning null throws invalid_argument from produce",
+          "[memory][mmap][bad_input]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    const auto null_for_empty = [](const std::string& item) -> const char* {
+        return item.empty() ? nullptr : item.c_str();
+    };
+    queue.add_topic(
+        bq::memory_topic_options<std::string>{.name = "memory", .partitions = 2, .partition_key = null_for_empty});
+    auto options = poisoned_topic(directory, false, 2);
+    options.partition_key = null_for_empty;
+    queue.add_topic(options);
+    for (const std::string topic : {"memory", "events"}) {
+        INFO("topic " << topic);
+        auto producer = queue.producer<std::string>(topic);
+        auto consumer = queue.create_pull_consumer<std::string>({.topic = topic, .group = "g"});
+        const auto from_try = bufferqueue::test::error_from([&] {
+            (void)producer.try_produce(std::vector<std::string>{"x", "", "y"});
+        });
+        REQUIRE(from_try);
+        CHECK(from_try->code() == bq::errc::invalid_argument);
+        CHECK(std::string(from_try->what()).find("null") != std::string::npos);
+        // Computed synchronously: the asynchronous produce throws from the call, before anything is stored.
+        bool completed = false;
+        const auto from_async = bufferqueue::test::error_from(
+            [&] { producer.produce(std::string(), [&](boost::system::error_code) { completed = true; }); });
+        REQUIRE(from_async);
+        CHECK(from_async->code() == bq::errc::invalid_argument);
+        io.run();
+        io.restart();
+        CHECK_FALSE(completed);
+        CHECK_FALSE(consumer.try_consume());
+    }
+}
+
+TEST_CASE("bad input: topic and group names of only whitespace fail with invalid_argument", "[memory][mmap][bad_input]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    for (const std::string blank : {" ", "   ", "\t", " \n\r\v\f "}) {
+        const auto memory = bufferqueue::test::error_from(
+            [&] { queue.add_topic(bq::memory_topic_options<std::string>{.name = blank}); });
+        REQUIRE(memory);
+        CHECK(memory->code() == bq::errc::invalid_argument);
+        CHECK(std::string(memory->what()).find("'name'") != std::string::npos);
+        auto options = poisoned_topic(directory, false);
+        options.name = blank;
+        const auto persistent = bufferqueue::test::error_from([&] { queue.add_topic(options); });
+        REQUIRE(persistent);
+        CHECK(persistent->code() == bq::errc::invalid_argument);
+        CHECK(std::string(persistent->what()).find("'name'") != std::string::npos);
+    }
+    CHECK(std::filesystem::is_empty(directory.path()));  // no folder for a blank topic name
+    queue.add_topic(bq::memory_topic_options<std::string>{.name = "memory"});
+    queue.add_topic(poisoned_topic(directory, false));
+    for (const std::string topic : {"memory", "events"}) {
+        for (const std::string blank : {" ", "\t\t"}) {
+            INFO("topic " << topic);
+            const auto failure = bufferqueue::test::error_from(
+                [&] { (void)queue.create_pull_consumer<std::string>({.topic = topic, .group = blank}); });
+            REQUIRE(failure);
+            CHECK(failure->code() == bq::errc::invalid_argument);
+            CHECK(bufferqueue::test::missing_from(failure->what(), {"'group'", "'" + topic + "'"}) == "");
+        }
+        // Names with whitespace around other characters stay valid.
+        CHECK_NOTHROW(queue.create_pull_consumer<std::string>({.topic = topic, .group = " worker 1 "}));
+    }
 }

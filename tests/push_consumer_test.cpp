@@ -632,7 +632,7 @@ TEST_CASE("push consumer: configuration errors name the topic and group", "[push
     }
 
     // A group name already taken (by a pull consumer group or an earlier push consumer).
-    queue.create_pull_consumer<int>({.topic = "numbers", .group = "taken"});
+    const auto holder = queue.create_pull_consumer<int>({.topic = "numbers", .group = "taken"});  // open
     const auto taken = failure_of({.topic = "numbers", .group = "taken"});
     REQUIRE(taken);
     CHECK(taken->code() == bq::errc::group_exists);
@@ -668,6 +668,41 @@ TEST_CASE("push consumer: one call registering the same group twice is refused b
     CHECK(missing_from(failure->what(), {"'numbers'", "'same'"}) == "");
     // Nothing was created: group "c" is still free.
     CHECK_NOTHROW(queue.create_pull_consumer<int>({.topic = "numbers", .group = "c"}));
+}
+
+struct later_singleton {
+    static constexpr bq::push_subscription subscription{.topic = "numbers", .group = "later"};
+    asio::awaitable<void> consume(bq::batch<int>) { co_return; }
+};
+
+TEST_CASE("push consumer: a registration whose later singleton factory fails leaves no group created",
+          "[push][memory][groups]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 2));
+    const auto make_c = [] { return std::make_shared<valid_c>(); };
+    SECTION("the factory throws")
+    {
+        const auto register_both = [&] {
+            queue.add_push_consumers<valid_c, later_singleton>(
+                make_c, []() -> std::shared_ptr<later_singleton> { throw std::runtime_error("no connection"); });
+        };
+        CHECK_THROWS_WITH(register_both(), Catch::Contains("no connection"));
+    }
+    SECTION("the factory returns null")
+    {
+        const auto failure = error_from([&] {
+            queue.add_push_consumers<valid_c, later_singleton>(make_c,
+                                                               [] { return std::shared_ptr<later_singleton>(); });
+        });
+        REQUIRE(failure);
+        CHECK(failure->code() == bq::errc::invalid_argument);
+        CHECK(missing_from(failure->what(), {"'numbers'", "'later'", "null"}) == "");
+    }
+    // Neither group exists: both can be created (and registered) now.
+    CHECK_NOTHROW(queue.create_pull_consumer<int>({.topic = "numbers", .group = "c"}));
+    CHECK_NOTHROW(queue.create_pull_consumer<int>({.topic = "numbers", .group = "later"}));
 }
 
 TEST_CASE("push consumer: a per-batch factory that throws is reported like a throwing handler", "[push][memory]")

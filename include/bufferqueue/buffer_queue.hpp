@@ -17,11 +17,13 @@
 #include <boost/asio/thread_pool.hpp>
 
 #include <cstddef>
+#include <functional>
 #include <map>
 #include <memory>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
+#include <tuple>
 #include <type_traits>
 #include <typeindex>
 #include <utility>
@@ -89,10 +91,14 @@ public:
 
     /// Creates consumer group `options.group` on `options.topic` with `count` consumers, spreading the
     /// partitions evenly and contiguously (5 partitions, 2 consumers: {0,1,2} and {3,4}). A new group
-    /// starts at the topic's logical earliest position. Throws `bufferqueue::error`:
-    /// `errc::too_many_consumers` (count 0 or above the partition count), `errc::group_exists`,
-    /// `errc::invalid_argument` (empty group, batch_size 0), `errc::no_such_topic`,
-    /// `errc::type_mismatch`, `errc::closed`.
+    /// starts at the topic's logical earliest position. A group whose consumers are all closed (or
+    /// one known from a persistent topic's disk) is opened again and resumes from its committed
+    /// position: uncommitted batches are delivered again. All or nothing: when a partition fails to
+    /// create the group (a persistent checkpoint cannot be written), the partitions that created it
+    /// remove it again. Throws `bufferqueue::error`: `errc::too_many_consumers` (count 0 or above
+    /// the partition count), `errc::group_exists` (a consumer of the group is open),
+    /// `errc::invalid_argument` (empty or only-whitespace group, batch_size 0), `errc::io_error`
+    /// naming the partition and file, `errc::no_such_topic`, `errc::type_mismatch`, `errc::closed`.
     template <class T>
     std::vector<pull_consumer<T>> create_pull_consumers(const pull_consumer_options& options, std::size_t count)
     {
@@ -109,6 +115,23 @@ public:
     pull_consumer<T> create_pull_consumer(const pull_consumer_options& options)
     {
         return std::move(create_pull_consumers<T>(options, 1).front());
+    }
+
+    /// Removes consumer group `group` of the topic (T, `topic`): its position stops pinning a bounded
+    /// memory topic's capacity (the room only it held comes back) and a persistent topic's
+    /// retention, and on a persistent topic its checkpoints are deleted - in each partition
+    /// atomically (the group folder is renamed to a temporary name, then deleted; a crash in between
+    /// leaves a leftover the next open removes). A group created later under the same name is a new
+    /// group. Returns false when the topic has no such group (in this process or on disk). Throws
+    /// `bufferqueue::error` naming topic and group: `errc::group_in_use` while any consumer of the
+    /// group is open (close them first; push consumers: after `stop()` completes),
+    /// `errc::io_error` (the message names the partition and file; partitions before it no longer
+    /// hold the group, so call it again), `errc::no_such_topic`, `errc::type_mismatch`,
+    /// `errc::closed`. Thread-safe; does file I/O on persistent topics.
+    template <class T>
+    bool remove_group(std::string_view topic, std::string_view group)
+    {
+        return find<T>(topic)->remove_group(std::string(group));
     }
 
     /// Registers push consumer types (see the `push_consumer` concept), each from its `subscription`
@@ -156,7 +179,10 @@ public:
                 return detail::call_fresh_callable<item>(prototype, items, commit);
             };
         }
-        add_push_loops<item>(subscription, std::move(invoker), std::is_invocable_v<Handler&, batch<item>, committer&>);
+        std::vector<pending_push> pending;
+        pending.push_back(make_push_loops<item>(subscription, std::move(invoker),
+                                                std::is_invocable_v<Handler&, batch<item>, committer&>));
+        register_push(pending);
     }
 
     /// Starts every registered push loop on the queue's executor (`co_spawn`); returns at once.
@@ -249,6 +275,17 @@ private:
     template <class Consumer>
     using push_item = detail::item_of_member<decltype(&Consumer::consume)>;
 
+    // One subscription's loops, made but not yet registered; `created` when its group was new.
+    struct pending_push {
+        std::string topic;
+        std::string group;
+        bool created = false;
+        std::function<bool()> remove_group;
+        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
+    };
+
+    // All or nothing: every singleton is made before any group is created, and a failure after some
+    // groups were created removes the new ones again (groups that existed before stay).
     template <class... Consumers, class... Factories>
     void add_push_consumer_types(Factories... factories)
     {
@@ -257,18 +294,40 @@ private:
           checked.emplace_back(push_subscription(Consumers::subscription).topic,
                                push_subscription(Consumers::subscription).group)),
          ...);
-        (add_push_consumer_type<Consumers>(std::move(factories)), ...);
+        auto invokers = std::make_tuple(make_push_invoker<Consumers>(std::move(factories))...);
+        std::vector<pending_push> pending;
+        try {
+            std::apply(
+                [&](auto&... invoker) {
+                    (pending.push_back(make_push_loops<push_item<Consumers>>(
+                         Consumers::subscription, std::move(invoker),
+                         manual_commit_push_handler<Consumers, push_item<Consumers>>)),
+                     ...);
+                },
+                invokers);
+        } catch (...) {
+            undo_push(pending);
+            throw;
+        }
+        register_push(pending);
     }
 
     template <class Consumer, class Factory>
-    void add_push_consumer_type(Factory factory)
+    detail::push_invoker<push_item<Consumer>> make_push_invoker(Factory factory)
     {
         using item = push_item<Consumer>;
         const push_subscription subscription = Consumer::subscription;
         detail::push_invoker<item> invoker;
         if (subscription.lifetime == lifetime::singleton) {
-            invoker = [instance = detail::make_consumer_instance<Consumer>(factory)](batch<item> items,
-                                                                                     committer* commit) {
+            std::shared_ptr<Consumer> instance;
+            try {
+                instance = detail::make_consumer_instance<Consumer>(factory);
+            } catch (const error& failure) {
+                throw error(static_cast<errc>(failure.code().value()),
+                            "push consumer of topic '" + std::string(subscription.topic) + "' group '" +
+                                std::string(subscription.group) + "': " + failure.what());
+            }
+            invoker = [instance = std::move(instance)](batch<item> items, committer* commit) {
                 return detail::call_consume<item>(*instance, items, commit);
             };
         } else {
@@ -276,22 +335,74 @@ private:
                 return detail::call_fresh_consumer<item, Consumer>(shared, items, commit);
             };
         }
-        add_push_loops<item>(subscription, std::move(invoker), manual_commit_push_handler<Consumer, item>);
+        return invoker;
     }
 
+    // Creates the subscription's group and loops (not registered yet).
     template <class T>
-    void add_push_loops(const push_subscription& subscription, detail::push_invoker<T> invoker, bool manual_commit)
+    pending_push make_push_loops(const push_subscription& subscription, detail::push_invoker<T> invoker,
+                                 bool manual_commit)
     {
         const pull_consumer_options options{.topic = std::string(subscription.topic),
                                             .group = std::string(subscription.group),
                                             .auto_commit = !manual_commit,
                                             .batch_size = subscription.batch_size};
-        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
-        for (pull_consumer<T>& consumer : create_pull_consumers<T>(options, subscription.concurrency)) {
-            loops.push_back(
-                std::make_shared<detail::push_loop<T>>(std::move(consumer), invoker, manual_commit, executor_));
+        const std::shared_ptr<detail::topic<T>> topic = find<T>(options.topic);
+        pending_push made{.topic = options.topic,
+                          .group = options.group,
+                          .created = !topic->has_group(options.group),
+                          .remove_group = [topic, group = options.group] { return topic->remove_group(group); },
+                          .loops = {}};
+        std::vector<pull_consumer<T>> consumers = create_pull_consumers<T>(options, subscription.concurrency);
+        try {
+            for (pull_consumer<T>& consumer : consumers) {
+                made.loops.push_back(
+                    std::make_shared<detail::push_loop<T>>(std::move(consumer), invoker, manual_commit, executor_));
+            }
+        } catch (...) {
+            made.loops.clear();
+            consumers.clear();
+            if (made.created) {
+                try {
+                    made.remove_group();
+                } catch (...) {
+                    // Best effort; the original failure is what the caller needs to see.
+                }
+            }
+            throw;
         }
-        push_->add(std::move(loops), options.topic, options.group);
+        return made;
+    }
+
+    // Closes the loops' consumers and removes the groups the registration created. Never throws.
+    static void undo_push(std::vector<pending_push>& pending) noexcept
+    {
+        for (pending_push& each : pending) {
+            each.loops.clear();  // destroys the loops and their consumers, which closes them
+            if (each.created) {
+                try {
+                    each.remove_group();
+                } catch (...) {
+                    // Best effort; the original failure is what the caller needs to see.
+                }
+            }
+        }
+    }
+
+    // Hands the loops to the registry, all of them or (undoing the groups) none.
+    void register_push(std::vector<pending_push>& pending)
+    {
+        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
+        for (const pending_push& each : pending) {
+            loops.insert(loops.end(), each.loops.begin(), each.loops.end());
+        }
+        try {
+            push_->add(std::move(loops), pending.front().topic, pending.front().group);
+        } catch (...) {
+            loops.clear();
+            undo_push(pending);
+            throw;
+        }
     }
 
     template <class T>

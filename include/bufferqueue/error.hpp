@@ -28,6 +28,7 @@ enum class errc : int {
     operation_in_progress,  ///< a second `consume()`/`commit()` while one is still pending on the consumer
     corrupt_data,           ///< persisted data or a checkpoint failed validation
     io_error,               ///< the operating system reported an I/O failure (disk full, EIO, ...)
+    group_in_use,           ///< `remove_group` while a consumer of the group is still open
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.

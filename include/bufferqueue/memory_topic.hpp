@@ -32,7 +32,8 @@ template <class T>
 std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boost::asio::any_io_executor executor)
 {
     constexpr std::string_view kind = "memory";
-    require_option(!options.name.empty(), kind, options.name, "name", "must not be empty");
+    require_option(!options.name.empty() && !only_whitespace(options.name), kind, options.name, "name",
+                   "must not be empty or only whitespace");
     require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
                    "must be between 1 and " + std::to_string(max_partitions) + " (got " +
                        std::to_string(options.partitions) + ")");

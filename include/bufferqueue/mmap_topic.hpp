@@ -27,7 +27,8 @@ namespace bufferqueue {
 /// stored (reducing `partitions` is refused at open).
 template <class T>
 struct mmap_topic_options {
-    /// Topic name; also the folder name under `data_directory`, so it must be one valid folder name.
+    /// Topic name; also the folder name under `data_directory`, so it must be one valid folder name
+    /// (and not only whitespace).
     std::string name{};
     /// Number of partitions, at least 1.
     std::size_t partitions = 1;
@@ -57,10 +58,11 @@ namespace detail {
 
 inline void validate_topic_folder_name(const std::string& name)
 {
-    const bool valid = !name.empty() && name != "." && name != ".." && name.size() <= 255 &&
+    const bool valid = !name.empty() && !only_whitespace(name) && name != "." && name != ".." && name.size() <= 255 &&
                        name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
     require_option(valid, "mmap", name, "name",
-                   "must be one valid folder name: not empty, not '.' or '..', no '/' or NUL, at most 255 bytes");
+                   "must be one valid folder name: not empty or only whitespace, not '.' or '..', no '/' or "
+                   "NUL, at most 255 bytes");
 }
 
 /// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
@@ -83,6 +85,8 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
                    "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
                        std::to_string(options.segment_size) + ")");
     require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");
+    require_option(options.flush == flush_strategy::immediate || options.flush == flush_strategy::batch, kind,
+                   options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
 
     const std::string topic_folder = (options.data_directory / options.name).string();
     make_directories(topic_folder);

@@ -6,8 +6,21 @@
 #include <cstddef>
 #include <optional>
 #include <string>
+#include <string_view>
 
 namespace bufferqueue {
+
+namespace detail {
+
+/// True for a non-empty `text` made only of ASCII whitespace (space, \t, \n, \v, \f, \r): such
+/// topic and group names are refused, as the seed's `ArgumentException.ThrowIfNullOrWhiteSpace`
+/// does. Never allocates.
+constexpr bool only_whitespace(std::string_view text) noexcept
+{
+    return !text.empty() && text.find_first_not_of(" \t\n\v\f\r") == std::string_view::npos;
+}
+
+}  // namespace detail
 
 /// What producing into a full bounded memory topic does.
 enum class full_mode {
@@ -26,7 +39,7 @@ enum class flush_strategy {
 /// Every field has a default; `name` must be set.
 template <class T>
 struct memory_topic_options {
-    /// Topic name, unique per item type. Must not be empty.
+    /// Topic name, unique per item type. Must not be empty or only whitespace.
     std::string name{};
     /// Number of partitions, at least 1. Consumers per group cannot exceed it.
     std::size_t partitions = 1;
@@ -56,7 +69,8 @@ struct memory_topic_options {
 struct pull_consumer_options {
     /// Name of the topic to read.
     std::string topic{};
-    /// Consumer group: independent progress per group; must not be empty and must be new on the topic.
+    /// Consumer group: independent progress per group; must not be empty or only whitespace, and must
+    /// be new on the topic or have no open consumer (it is then opened again).
     std::string group{};
     /// true: a pull commits what it returns (at-most-once). false (default): progress advances only on
     /// `commit()` and an uncommitted batch is delivered again (at-least-once).

@@ -163,7 +163,16 @@ public:
                       "bufferqueue::key_selector: the selector must return an integer, a floating-point value "
                       "holding an integer, or a string (std::string, std::string_view, const char*)");
         route_ = [select = std::forward<Selector>(select)](const T& item, std::uint32_t partitions) {
-            return route_key(std::invoke(select, item), partitions);
+            if constexpr (std::is_pointer_v<key_type>) {
+                const key_type key = std::invoke(select, item);
+                if (key == nullptr) {
+                    throw error(errc::invalid_argument,
+                                "the partition key selector returned a null string (const char*) for an item");
+                }
+                return route_key(key, partitions);
+            } else {
+                return route_key(std::invoke(select, item), partitions);
+            }
         };
     }
 
@@ -171,7 +180,10 @@ public:
     explicit operator bool() const noexcept { return static_cast<bool>(route_); }
 
     /// The partition of `item` among `partitions`. Propagates what the selector throws, and
-    /// `bufferqueue::error` (`errc::invalid_argument`) for a non-integral floating key.
+    /// `bufferqueue::error` (`errc::invalid_argument`) for a non-integral floating key or a null
+    /// `const char*` key. Producers compute keys synchronously, before anything is stored, so both
+    /// `try_produce` and `produce` throw these from the call itself (an asynchronous `produce` then
+    /// never starts and never completes).
     std::uint32_t partition_for(const T& item, std::uint32_t partitions) const { return route_(item, partitions); }
 
 private:

@@ -95,13 +95,27 @@ public:
     }
 
     /// Aborts a pending `consume()` and rejects later calls with `errc::closed`; the group keeps its
-    /// progress and its partitions. Idempotent, thread-safe, never throws.
+    /// progress and its partitions. Once every consumer of the group is closed, the group may be
+    /// created again (resuming from its committed position) or removed. A `close()` that races with
+    /// a consume in progress on another thread takes that effect when the consume ends, or - if it
+    /// still handed out a batch - at the next `close()` or the destruction. Idempotent,
+    /// thread-safe, never throws.
     void close() noexcept
     {
         if (state_) {
             state_->close();
         }
     }
+
+    /// What made this consumer's latest `consume()`, `try_consume()` or failed `commit()` fail, as
+    /// text naming the topic and group and, when the storage reported it, the partition, file and
+    /// offset ("pull consumer of topic 'events' group 'g': topic 'events' partition 0: cannot decode
+    /// the record at offset 4136 of .../00000000000000000000.log: ..."); empty after a consume that
+    /// succeeded (delivered a batch, or found nothing). An awaited `consume()` reports only the code,
+    /// so read this in the handler (or after the `co_await` threw). Calls rejected at once with
+    /// `errc::closed` or `errc::operation_in_progress` leave it unchanged. Thread-safe (takes a short
+    /// lock); allocates the copy.
+    std::string last_error() const { return require_state()->last_error(); }
 
     /// The topic read.
     const std::string& topic() const { return require_state()->topic_name(); }

@@ -46,7 +46,12 @@ struct pull_result {
 /// - `append(source, appended)` stores `source.count` items in order and publishes them to readers;
 ///   `appended` counts the items stored so far, so a throwing copy or a storage error reports how
 ///   much of the slice became visible.
-/// - `open_cursor(group, start_at_earliest)` returns the group's cursor, owned by the partition.
+/// - `open_cursor(group)` returns the group's cursor, owned by the partition: the one it already has
+///   (a group opened again resumes from its committed position), or a new one.
+/// - `has_group(group)` says whether the partition holds a position for the group.
+/// - `remove_group(group)` forgets the group and its cursor (no consumer uses it any more) and, for
+///   persistent storage, deletes its checkpoint; returns the items no longer held for any group
+///   (capacity the topic may give back). Removing an unknown group does nothing and returns 0.
 /// - `pull(cursor, max_items)` returns up to `max_items` items from the cursor's committed position
 ///   without the append lock; the span stays valid until `release_batch(cursor)`.
 /// - `commit(cursor, next_offset)` persists progress; it returns how many items stopped being held
@@ -63,6 +68,8 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
     typename Partition::cursor;
     { partition.append(source, appended) } -> std::same_as<void>;
     { partition.open_cursor(group) } -> std::same_as<typename Partition::cursor&>;
+    { const_partition.has_group(group) } -> std::same_as<bool>;
+    { partition.remove_group(group) } -> std::same_as<std::uint64_t>;
     { partition.pull(cursor, max_items) } -> std::same_as<pull_result<T>>;
     { partition.commit(cursor, offset) } -> std::same_as<std::uint64_t>;
     { partition.release_batch(cursor) } noexcept;

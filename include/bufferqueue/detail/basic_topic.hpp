@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bufferqueue/detail/capacity_gate.hpp"
+#include "bufferqueue/detail/group_cursors.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/shared_consumer.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
@@ -13,10 +14,10 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
-#include <set>
 #include <span>
 #include <string>
 #include <typeindex>
@@ -152,34 +153,64 @@ public:
         if (is_closed()) {
             throw error(errc::closed, "topic '" + name_ + "' is closed");
         }
-        if (groups_.contains(options.group)) {
-            throw error(errc::group_exists,
-                        "topic '" + name_ + "': consumer group '" + options.group + "' already exists");
+        if (const auto found = groups_.find(options.group); found != groups_.end() && found->second != 0) {
+            throw error(errc::group_exists, "topic '" + name_ + "': consumer group '" + options.group +
+                                                "' already exists and " + std::to_string(found->second) +
+                                                " of its consumers are open");
         }
-        std::vector<typename Partition::cursor*> cursors;
-        cursors.reserve(partitions);
-        for (std::size_t partition = 0; partition < partitions; ++partition) {
-            cursors.push_back(&slots_[partition]->storage.open_cursor(options.group));
-        }
-        groups_.insert(options.group);
-
-        std::vector<std::shared_ptr<consumer_base<T>>> created;
-        const std::size_t base_share = partitions / count;
-        const std::size_t larger_shares = partitions % count;
-        std::size_t next_partition = 0;
-        for (std::size_t consumer = 0; consumer < count; ++consumer) {
-            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
-            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
-            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
-                slot_type& slot = *slots_[next_partition];
-                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
+        // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
+        const auto release = [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); };
+        const bool known = groups_.contains(options.group);
+        auto opened = open_group_cursors<typename Partition::cursor>(name_, slots_, options.group, release);
+        try {
+            std::size_t& open = groups_[options.group];
+            auto created = make_consumers(options, count, opened.cursors);
+            open = created.size();
+            return created;
+        } catch (...) {
+            if (!known) {
+                groups_.erase(options.group);
             }
-            created.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
-                                                                              std::move(assignments)));
+            undo_group_cursors(slots_, options.group, opened.created_in, release);
+            throw;
         }
-        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
-        consumers_.insert(consumers_.end(), created.begin(), created.end());
-        return created;
+    }
+
+    bool has_group(const std::string& group) override
+    {
+        std::lock_guard lock(groups_mutex_);
+        return groups_.contains(group) || std::any_of(slots_.begin(), slots_.end(),
+                                                      [&](const auto& slot) { return slot->storage.has_group(group); });
+    }
+
+    bool remove_group(const std::string& group) override
+    {
+        std::lock_guard lock(groups_mutex_);
+        if (is_closed()) {
+            throw error(errc::closed, "topic '" + name_ + "' is closed: cannot remove consumer group '" + group + "'");
+        }
+        const auto found = groups_.find(group);
+        if (found != groups_.end() && found->second != 0) {
+            throw error(errc::group_in_use, "topic '" + name_ + "': cannot remove consumer group '" + group +
+                                                "': " + std::to_string(found->second) +
+                                                " of its consumers are still open (close them first)");
+        }
+        const bool held = remove_group_cursors(
+            name_, slots_, group, [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); });
+        const bool known = held || found != groups_.end();
+        if (found != groups_.end()) {
+            groups_.erase(found);
+        }
+        return known;
+    }
+
+    /// A counted consumer of `group` detached (closed): the group may be opened again once none is left.
+    void consumer_released(const std::string& group) noexcept
+    {
+        std::lock_guard lock(groups_mutex_);
+        if (const auto found = groups_.find(group); found != groups_.end() && found->second != 0) {
+            --found->second;
+        }
     }
 
     /// Gives back room that every group has committed past.
@@ -194,6 +225,36 @@ public:
     std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
 
 private:
+    // Builds the consumers of a group over its partitions' cursors; called with groups_mutex_ held.
+    std::vector<std::shared_ptr<consumer_base<T>>>
+    make_consumers(const pull_consumer_options& options, std::size_t count,
+                   const std::vector<typename Partition::cursor*>& cursors)
+    {
+        const std::size_t partitions = slots_.size();
+        std::vector<std::shared_ptr<shared_consumer<T, Partition>>> made;
+        const std::size_t base_share = partitions / count;
+        const std::size_t larger_shares = partitions % count;
+        std::size_t next_partition = 0;
+        for (std::size_t consumer = 0; consumer < count; ++consumer) {
+            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
+            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
+            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
+                slot_type& slot = *slots_[next_partition];
+                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
+            }
+            made.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
+                                                                           std::move(assignments)));
+        }
+        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
+        consumers_.reserve(consumers_.size() + made.size());
+        std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
+        for (const auto& each : made) {  // nothing throws from here on
+            each->mark_counted();
+            consumers_.push_back(each);
+        }
+        return created;
+    }
+
     // Routes and stores items whose room (if bounded) is already reserved.
     void append_admitted(std::span<const T> items, const std::uint32_t* partitions)
     {
@@ -401,8 +462,9 @@ private:
     const std::unique_ptr<round_robin_position[]> round_robin_;
     alignas(64) std::atomic<bool> closed_{false};
 
-    std::mutex groups_mutex_;                                 // registration only, never on a data path
-    std::set<std::string, std::less<>> groups_;               // guarded by groups_mutex_
+    std::mutex groups_mutex_;  // registration only, never on a data path
+    // Each group created in this process, with how many of its consumers are open (not detached).
+    std::map<std::string, std::size_t, std::less<>> groups_;  // guarded by groups_mutex_
     std::vector<std::weak_ptr<consumer_base<T>>> consumers_;  // guarded by groups_mutex_
 };
 
@@ -425,6 +487,12 @@ const boost::asio::any_io_executor* shared_consumer<T, Partition>::blocking_exec
 }
 
 template <class T, class Partition>
+void shared_consumer<T, Partition>::consumer_released() noexcept
+{
+    topic_->consumer_released(group_);
+}
+
+template <class T, class Partition>
 bool shared_consumer<T, Partition>::is_closed() const noexcept
 {
     return closed_.load(std::memory_order_acquire) || topic_->is_closed();
@@ -437,6 +505,7 @@ boost::system::error_code shared_consumer<T, Partition>::commit_position(std::si
     try {
         topic_->release_capacity(each.storage->commit(*each.cursor, next_offset));
     } catch (...) {
+        failure_detail_ = exception_message();
         return current_exception_code(errc::io_error);
     }
     return {};

@@ -134,6 +134,11 @@ public:
     cursor& open_cursor(std::string_view group)
     {
         std::lock_guard lock(groups_mutex_);
+        for (cursor& existing : cursors_) {
+            if (existing.group == group) {
+                return existing;  // opened again: resumes from its committed positions
+            }
+        }
         cursor& added = cursors_.emplace_back(lane_count_);
         added.group = std::string(group);
         for (std::size_t index = 0; index < lane_count_; ++index) {
@@ -206,14 +211,52 @@ public:
             }
         }
 
-        // Segments are unlinked under the lock and recycled after it, a few at a time, so a commit
-        // never allocates.
+        return release_lane(index);
+    }
+
+    bool has_group(std::string_view group) const
+    {
+        std::lock_guard lock(groups_mutex_);
+        return std::any_of(cursors_.begin(), cursors_.end(),
+                           [group](const cursor& each) { return each.group == group; });
+    }
+
+    /// Forgets `group` (no consumer may use its cursor any more) and gives back what only it held.
+    std::uint64_t remove_group(std::string_view group)
+    {
+        {
+            std::lock_guard lock(groups_mutex_);
+            const auto found = std::find_if(cursors_.begin(), cursors_.end(),
+                                            [group](const cursor& each) { return each.group == group; });
+            if (found == cursors_.end()) {
+                return 0;
+            }
+            cursors_.erase(found);
+        }
+        std::uint64_t released = 0;
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            released += release_lane(index);
+        }
+        return released;
+    }
+
+private:
+    // Gives back what every group has committed past in lane `index` and recycles the segments no
+    // group and no handed-out batch needs. Without any group nothing is released: the items wait
+    // for the next group. Segments are unlinked under the lock and recycled after it, a few at a
+    // time, so a commit never allocates.
+    std::uint64_t release_lane(std::size_t index)
+    {
+        lane& source = lanes_[index];
         std::uint64_t released = 0;
         for (bool first_pass = true;; first_pass = false) {
             std::array<memory_segment<T>*, 8> recycled{};
             std::size_t unlinked = 0;
             {
                 std::lock_guard lock(groups_mutex_);
+                if (cursors_.empty()) {
+                    return released;
+                }
                 std::uint64_t minimum_committed = std::numeric_limits<std::uint64_t>::max();
                 std::uint64_t minimum_retained = std::numeric_limits<std::uint64_t>::max();
                 for (const cursor& each : cursors_) {
@@ -245,6 +288,7 @@ public:
         }
     }
 
+public:
     void release_batch(cursor& reader) noexcept
     {
         reader.lanes[reader.pulled_lane].pinned.store(no_pin, std::memory_order_release);

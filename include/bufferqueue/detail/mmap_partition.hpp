@@ -5,6 +5,7 @@
 #include "bufferqueue/any_serializer.hpp"
 #include "bufferqueue/detail/file.hpp"
 #include "bufferqueue/detail/group_path.hpp"
+#include "bufferqueue/detail/mmap_group_folder.hpp"
 #include "bufferqueue/detail/segment_format.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
@@ -119,25 +120,21 @@ public:
         std::lock_guard lock(groups_mutex_);
         require_open();
         const std::string escaped = escape_group_name(group);
-        const std::string folder = offsets_folder_ + "/" + escaped;
-        std::uint64_t start = 0;
+        const auto reopened =
+            std::find_if(cursors_.begin(), cursors_.end(), [&](auto& each) { return each.group == group; });
+        if (reopened != cursors_.end()) {
+            return *reopened;  // a group opened again resumes from its committed offset
+        }
+        std::uint64_t start = earliest_offset_;
         if (const auto known = group_offsets_.find(group); known != group_offsets_.end()) {
             start = known->second;
-        } else {
-            // A group folder appears atomically with its first checkpoint at the earliest retained
-            // offset, so the group holds retention before its first pull.
-            start = earliest_offset_;
-            make_directories(offsets_folder_);
-            const std::string temporary = folder + std::string(temporary_suffix);
-            make_directories(temporary);
-            write_checkpoint(temporary + "/consumer.offset", start);
-            rename_file(temporary, folder);
-            fsync_directory(offsets_folder_);
+        } else {  // appears with its first checkpoint, so it holds retention before its first pull
+            create_group_folder(offsets_folder_, escaped, start);
             group_offsets_.emplace(std::string(group), start);
         }
         cursor& opened = cursors_.emplace_back();
         opened.group = std::string(group);
-        opened.checkpoint_path = folder + "/consumer.offset";
+        opened.checkpoint_path = offsets_folder_ + "/" + escaped + "/consumer.offset";
         opened.committed.store(start, std::memory_order_release);
         return opened;
     }
@@ -214,6 +211,26 @@ public:
         reader.committed.store(next_offset, std::memory_order_release);
         group_offsets_[reader.group] = next_offset;
         apply_retention();
+        return 0;
+    }
+
+    bool has_group(std::string_view group) const
+    {
+        std::lock_guard lock(groups_mutex_);
+        return group_offsets_.contains(group);
+    }
+
+    /// Deletes the group's folder atomically (mmap_group_folder.hpp), then applies retention.
+    std::uint64_t remove_group(std::string_view group)
+    {
+        std::lock_guard lock(groups_mutex_);
+        require_open();
+        if (const auto known = group_offsets_.find(group); known != group_offsets_.end()) {
+            remove_group_folder(offsets_folder_, escape_group_name(group));
+            group_offsets_.erase(known);
+            cursors_.remove_if([group](const cursor& each) { return each.group == group; });
+            apply_retention();
+        }
         return 0;
     }
 

@@ -47,19 +47,27 @@ public:
 
     /// Leaves every partition signal: a wake-up dropped with its executor (the io_context destroyed
     /// before running it) leaves the consumer registered with the partitions that did not signal.
+    /// A consumer not detached yet (closed while an operation delivered its last batch) detaches now.
     ~shared_consumer() override
     {
         unregister();
-        release_held_batch();
+        detach();
     }
+
+    /// Called by the topic once the consumer counts as one of its group's open consumers, before
+    /// the consumer is shared; only a counted consumer reports its detachment to the topic.
+    void mark_counted() noexcept { counted_ = true; }
 
     consume_attempt<T> begin_consume(bool will_wait) override
     {
+        if (is_closed()) {
+            return {make_error_code(errc::closed), {}};
+        }
         if (busy_.exchange(true, std::memory_order_acquire)) {
             return {make_error_code(errc::operation_in_progress), {}};
         }
         if (is_closed()) {
-            busy_.store(false, std::memory_order_release);
+            end_operation(false);
             return {make_error_code(errc::closed), {}};
         }
         release_held_batch();
@@ -70,8 +78,11 @@ public:
         boost::system::error_code error;
         auto delivered = scan(error);
         if (delivered || error || !will_wait) {
-            busy_.store(false, std::memory_order_release);
-            return {error, std::move(delivered), std::exchange(failure_detail_, {})};
+            record_outcome(error);
+            const bool handed_out = delivered.has_value();
+            consume_attempt<T> attempt{error, std::move(delivered), std::exchange(failure_detail_, {})};
+            end_operation(handed_out);
+            return attempt;
         }
         return {};
     }
@@ -104,12 +115,14 @@ public:
         } else if (!uncommitted_) {
             result = errc::nothing_to_commit;
         } else {
+            failure_detail_.clear();
             result = commit_position(last_assignment_, last_next_offset_);
             if (!result) {
                 uncommitted_ = false;
             }
+            record_outcome(result);
         }
-        busy_.store(false, std::memory_order_release);
+        end_operation(false);
         return result;
     }
 
@@ -118,13 +131,20 @@ public:
         std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> aborted;
         {
             std::lock_guard lock(mutex_);
-            closed_.store(true, std::memory_order_release);
+            closed_.store(true, std::memory_order_seq_cst);
             aborted = std::move(pending_);
         }
         if (aborted) {
             unregister();
             finish(std::move(aborted), boost::asio::error::operation_aborted, {}, delivery::post);
         }
+        detach_if_idle();
+    }
+
+    std::string last_error() const override
+    {
+        std::lock_guard lock(mutex_);
+        return last_error_;
     }
 
     const std::string& topic_name() const noexcept override;
@@ -274,7 +294,9 @@ private:
     // before this returns, so callers touch no state afterwards.
     void finish(completion_ptr completion, boost::system::error_code error, batch<T> delivered, delivery how)
     {
-        busy_.store(false, std::memory_order_release);
+        record_outcome(error);
+        failure_detail_.clear();
+        end_operation(!error && !delivered.empty());
         if (how == delivery::dispatch) {
             completion->dispatch(error, std::move(delivered));
         } else {
@@ -295,8 +317,11 @@ private:
             try {
                 pulled = each.storage->pull(*each.cursor, batch_size_);
             } catch (...) {
+                // The partition reports its failure, and its turn passes: the next scan starts at the
+                // partition after it, so one bad record cannot stall the consumer's other partitions.
                 error = current_exception_code(errc::corrupt_data);
                 failure_detail_ = exception_message();
+                ring_position_ = (index + 1) % count;
                 return std::nullopt;
             }
             if (pulled.items.empty()) {
@@ -321,6 +346,68 @@ private:
     }
 
     boost::system::error_code commit_position(std::size_t index, std::uint64_t next_offset);
+
+    std::string describe() const
+    {
+        return "pull consumer of topic '" + topic_name() + "' group '" + group_ + "'";
+    }
+
+    // Records how the operation ended for `last_error`; with the operation still owned (busy_).
+    // Takes the lock only when the recorded text changes, so a run of successes never locks.
+    void record_outcome(const boost::system::error_code& error) noexcept
+    {
+        if (!error && !has_last_error_) {
+            return;
+        }
+        std::string text;
+        if (error) {
+            try {
+                text = describe() + ": " + (failure_detail_.empty() ? error.message() : failure_detail_);
+            } catch (...) {
+                text.clear();  // no memory for the description: the code alone reaches the caller
+            }
+        }
+        {
+            std::lock_guard lock(mutex_);
+            last_error_.swap(text);
+        }
+        has_last_error_ = static_cast<bool>(error);
+    }
+
+    // Ends the operation in progress. A consumer closed meanwhile detaches from its group now, unless
+    // the operation handed out a batch: that batch stays valid until the next close() or the destructor.
+    void end_operation(bool handed_out_batch) noexcept
+    {
+        busy_.store(false, std::memory_order_seq_cst);
+        if (!handed_out_batch && closed_.load(std::memory_order_seq_cst)) {
+            detach_if_idle();
+        }
+    }
+
+    // Detaches a closed consumer unless an operation is in progress (which detaches as it ends).
+    void detach_if_idle() noexcept
+    {
+        if (busy_.exchange(true, std::memory_order_seq_cst)) {
+            return;
+        }
+        detach();
+        busy_.store(false, std::memory_order_release);
+    }
+
+    // Leaves the group for good: releases the held batch and tells the topic this consumer no longer
+    // counts as open, so the group may be opened again or removed. Once.
+    void detach() noexcept
+    {
+        if (detached_.exchange(true, std::memory_order_acq_rel)) {
+            return;
+        }
+        release_held_batch();
+        if (counted_) {
+            consumer_released();
+        }
+    }
+
+    void consumer_released() noexcept;
 
     void release_held_batch() noexcept
     {
@@ -347,9 +434,13 @@ private:
     std::size_t last_assignment_ = 0;
     std::uint64_t last_next_offset_ = 0;
     bool uncommitted_ = false;
-    std::string failure_detail_;  // the message of the last pull failure, for try_consume's exception
+    std::string failure_detail_;         // the message of the last pull failure, for try_consume's exception
+    bool has_last_error_ = false;        // last_error_ is not empty
+    bool counted_ = false;               // set before the consumer is shared
+    std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
 
-    spin_mutex mutex_;
+    mutable spin_mutex mutex_;
+    std::string last_error_;           // guarded by mutex_
     completion_ptr pending_;           // guarded by mutex_
     completion_ptr claimed_;           // guarded by mutex_: taken from pending_ by a wake-up until it is posted
     bool notified_ = false;            // guarded by mutex_

@@ -90,6 +90,8 @@ public:
     virtual const std::string& topic_name() const noexcept = 0;
     virtual const std::string& group_name() const noexcept = 0;
     virtual const std::vector<std::size_t>& partitions() const noexcept = 0;
+    /// How the latest operation failed (see `pull_consumer::last_error`); empty after a success.
+    virtual std::string last_error() const = 0;
     virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
     /// See `topic::blocking_executor`.
     virtual const boost::asio::any_io_executor* blocking_executor() const noexcept = 0;
@@ -115,8 +117,13 @@ public:
     /// Waits for room (wait mode) and stores the operation's items, then completes it.
     virtual void produce_waiting(std::unique_ptr<produce_operation<T>> operation) = 0;
 
+    /// Creates `count` consumers of a new group, or of a group whose consumers are all closed.
     virtual std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
                                                                             std::size_t count) = 0;
+    /// True when some partition holds a position for `group`, or a consumer of it was created.
+    virtual bool has_group(const std::string& group) = 0;
+    /// See `buffer_queue::remove_group`.
+    virtual bool remove_group(const std::string& group) = 0;
 };
 
 }  // namespace bufferqueue::detail
