@@ -209,7 +209,7 @@ std::vector<walked_record> walk(const file_map& files, const std::string& partit
 {
     std::uint64_t index = 0;
     if (const auto earliest = files.find(partition + "/earliest.offset");
-        earliest != files.end() && earliest->second.size() == 8) {
+        earliest != files.end() && earliest->second.size() == detail::checkpoint_size) {
         const std::uint64_t offset = detail::load_u64_little_endian(earliest->second.data());
         index = offset == 0 ? 0 : offset / segment_size;
     }
@@ -238,7 +238,7 @@ std::vector<walked_record> walk(const file_map& files, const std::string& partit
 std::optional<std::uint64_t> checkpoint_in(const file_map& files, const std::string& path)
 {
     const auto found = files.find(path);
-    if (found == files.end() || found->second.size() != 8) {
+    if (found == files.end() || found->second.size() != detail::checkpoint_size) {
         return std::nullopt;
     }
     return detail::load_u64_little_endian(found->second.data());
