@@ -431,7 +431,11 @@ void run_power_loss(bq::flush_strategy flush, std::optional<std::size_t> retenti
             // A prefix of what was produced from the oldest retained record on, containing every
             // flushed record (and, with flush immediate, every acknowledged one).
             const std::size_t end = result.fresh.empty() ? first : item_index(result.fresh.back()) + 1;
-            if (!result.fresh.empty()) {
+            if (!result.fresh.empty() && retention) {
+                // Retention runs at open, before the new group exists: segments "g" had committed
+                // past may be reclaimed first, so the new group may start at a later segment.
+                CHECK(item_index(result.fresh.front()) >= first);
+            } else if (!result.fresh.empty()) {
                 CHECK(item_index(result.fresh.front()) == first);
             }
             CHECK(end >= first + flushed.size());
