@@ -12,17 +12,19 @@ buffer_queue::~buffer_queue()
 {
     close();
     if (blocking_pool_) {
-        blocking_pool_->join();
+        // Topics held by handles share the pool: from here on it refuses work, and their
+        // asynchronous operations complete with errc::closed instead of reaching freed threads.
+        blocking_pool_->shut_down();
     }
 }
 
-boost::asio::any_io_executor buffer_queue::blocking_executor()
+std::shared_ptr<detail::io_pool> buffer_queue::blocking_pool()
 {
     std::unique_lock lock(mutex_);
     if (!blocking_pool_) {
-        blocking_pool_ = std::make_unique<boost::asio::thread_pool>(2);
+        blocking_pool_ = std::make_shared<detail::io_pool>(2);
     }
-    return blocking_pool_->get_executor();
+    return blocking_pool_;
 }
 
 namespace {

@@ -141,23 +141,6 @@ bool remove_recursively(const std::string& path)
     return remove_file(path);
 }
 
-void encode_checkpoint_value(std::span<std::byte, 8> destination, std::uint64_t value) noexcept
-{
-    for (std::byte& byte : destination) {
-        byte = static_cast<std::byte>(value & 0xFFU);
-        value >>= 8;
-    }
-}
-
-std::uint64_t decode_checkpoint_value(std::span<const std::byte, 8> source) noexcept
-{
-    std::uint64_t value = 0;
-    for (auto byte = source.rbegin(); byte != source.rend(); ++byte) {
-        value = (value << 8) | std::to_integer<std::uint64_t>(*byte);
-    }
-    return value;
-}
-
 }  // namespace
 
 // ---- hooks ----------------------------------------------------------------------------------
@@ -627,8 +610,7 @@ void write_checkpoint(const std::string& path, std::uint64_t value)
                                                 " is larger than the largest checkpoint value " +
                                                 std::to_string(max_checkpoint_value));
     }
-    std::array<std::byte, 8> bytes{};
-    encode_checkpoint_value(bytes, value);
+    const std::array<std::byte, checkpoint_size> bytes = encode_checkpoint(value);
     const std::string temporary_path = path + std::string(temporary_suffix);
     {
         unique_fd file = open_file(temporary_path, open_mode::create_or_truncate);
@@ -659,18 +641,24 @@ std::optional<std::uint64_t> read_checkpoint(const std::string& path)
     if (!S_ISREG(status.st_mode)) {
         throw error(errc::corrupt_data, "checkpoint file " + path + " is not a regular file");
     }
+    // One byte more than the largest format, so a longer file reads as too long.
+    std::array<std::byte, checkpoint_size + 1> bytes{};
     const auto size = static_cast<std::uint64_t>(status.st_size);
-    std::array<std::byte, 8> bytes{};
-    if (size != bytes.size() || read_at(*file, 0, bytes) != bytes.size()) {
+    std::size_t read = 0;
+    if (size <= checkpoint_size) {
+        read = read_at(*file, 0, bytes);
+    }
+    if (size > checkpoint_size || read != size) {
         throw error(errc::corrupt_data, "checkpoint file " + path + " is " + std::to_string(size) +
-                                            " bytes long; a checkpoint is exactly 8 bytes");
+                                            " bytes long; a checkpoint is " + std::to_string(checkpoint_size) +
+                                            " bytes (format version 2) or " + std::to_string(checkpoint_v1_size) +
+                                            " bytes (version 1)");
     }
-    const std::uint64_t value = decode_checkpoint_value(bytes);
-    if (value > max_checkpoint_value) {
-        throw error(errc::corrupt_data, "checkpoint file " + path + " holds a negative offset (" +
-                                            std::to_string(static_cast<std::int64_t>(value)) + ")");
+    checkpoint_decoding decoded = decode_checkpoint(std::span<const std::byte>(bytes.data(), read));
+    if (auto* problem = std::get_if<std::string>(&decoded)) {
+        throw error(errc::corrupt_data, "checkpoint file " + path + " " + *problem);
     }
-    return value;
+    return std::get<std::uint64_t>(decoded);
 }
 
 }  // namespace bufferqueue::detail

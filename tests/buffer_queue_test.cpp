@@ -1,6 +1,9 @@
 #include "bufferqueue/buffer_queue.hpp"
 
+#include "bufferqueue/mmap_topic.hpp"
+
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -11,6 +14,7 @@
 #include <atomic>
 #include <cstddef>
 #include <exception>
+#include <filesystem>
 #include <future>
 #include <map>
 #include <memory>
@@ -378,6 +382,99 @@ TEST_CASE("buffer queue: after close, produce, add_topic and create fail with cl
     CHECK(*batched == bq::errc::closed);
     REQUIRE(consumed);
     CHECK(*consumed == bq::errc::closed);
+}
+
+// A persistent topic of ints with small segments, in `directory`.
+bq::mmap_topic_options<int> stored_topic(const std::filesystem::path& directory)
+{
+    return {.name = "stored", .partitions = 2, .data_directory = directory, .segment_size = 4096};
+}
+
+TEST_CASE("buffer queue: once the queue is destroyed, asynchronous produce, consume and commit on a persistent "
+          "topic complete with closed",
+          "[registry][mmap]")
+{
+    const bufferqueue::test::temporary_directory directory;
+    boost::asio::io_context io;
+    auto queue = std::make_unique<bq::buffer_queue>(io.get_executor());
+    queue->add_topic(stored_topic(directory.path()));
+    auto producer = queue->producer<int>("stored");
+    auto consumer = queue->create_pull_consumer<int>({.topic = "stored", .group = "g", .batch_size = 4});
+    REQUIRE(producer.try_produce(1));
+    REQUIRE(consumer.try_consume());
+    queue.reset();  // joins and frees the queue's I/O pool; the handles live on
+
+    std::optional<boost::system::error_code> single;
+    std::optional<boost::system::error_code> batched;
+    std::optional<boost::system::error_code> consumed;
+    std::optional<boost::system::error_code> committed;
+    const std::vector<int> batch_input{3, 4};
+    producer.produce(5, [&](boost::system::error_code ec) { single = ec; });
+    producer.produce(std::span<const int>(batch_input), [&](boost::system::error_code ec) { batched = ec; });
+    consumer.consume([&](boost::system::error_code ec, bq::batch<int>) { consumed = ec; });
+    consumer.commit([&](boost::system::error_code ec) { committed = ec; });
+    io.run();
+    REQUIRE(single);
+    CHECK(*single == bq::errc::closed);
+    REQUIRE(batched);
+    CHECK(*batched == bq::errc::closed);
+    REQUIRE(consumed);
+    CHECK(*consumed == bq::errc::closed);
+    REQUIRE(committed);
+    CHECK(*committed == bq::errc::closed);
+}
+
+TEST_CASE("buffer queue: operations started on another thread while the queue is destroyed complete without "
+          "touching the destroyed I/O pool",
+          "[registry][mmap][concurrency]")
+{
+    const bufferqueue::test::temporary_directory directory;
+    boost::asio::io_context io;
+    auto queue = std::make_unique<bq::buffer_queue>(io.get_executor());
+    queue->add_topic(stored_topic(directory.path()));
+    auto producer = queue->producer<int>("stored");
+    auto consumer = queue->create_pull_consumer<int>({.topic = "stored", .group = "g", .batch_size = 4});
+
+    std::atomic<bool> destroyed{false};
+    std::atomic<int> started{0};
+    std::atomic<int> completed{0};
+    std::atomic<int> late_started{0};
+    std::atomic<int> late_not_closed{0};  // operations started after the destruction that did not report closed
+    std::promise<void> running;
+    std::promise<void> go;
+    std::thread other([&, go_signal = go.get_future()] {
+        const auto start = [&](int item) {
+            const bool late = destroyed.load();
+            started += 2;
+            late_started += late ? 2 : 0;
+            const auto check = [&, late](boost::system::error_code ec) {
+                if (late && ec != bq::errc::closed) {
+                    ++late_not_closed;
+                }
+                ++completed;
+            };
+            producer.produce(item, check);
+            consumer.commit(check);
+        };
+        for (int i = 0; i < 20; ++i) {
+            start(i);
+        }
+        running.set_value();
+        go_signal.wait();
+        // Races with the destruction, then goes on after it.
+        for (int i = 20; late_started.load() < 200; ++i) {
+            start(i);
+        }
+    });
+    running.get_future().wait();
+    go.set_value();
+    queue.reset();
+    destroyed = true;
+    other.join();
+    io.run();  // the completions run on the handlers' (here the queue's former) executor
+    CHECK(completed.load() == started.load());
+    CHECK(late_started.load() > 0);
+    CHECK(late_not_closed.load() == 0);
 }
 
 TEST_CASE("buffer queue: errc values compare equal to the codes of both exception types", "[registry]")

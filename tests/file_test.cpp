@@ -3,6 +3,7 @@
 #include "catch.hpp"
 #include "test_support.hpp"
 
+#include "bufferqueue/detail/crc32c.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <fcntl.h>
@@ -17,6 +18,7 @@
 #include <initializer_list>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -591,14 +593,23 @@ TEST_CASE("file: locking a missing directory names the lock file", "[file][lock]
 
 // ---- checkpoints ----------------------------------------------------------------------------
 
-TEST_CASE("file: a checkpoint round-trips as 8 little-endian bytes and leaves no temporary file", "[file][checkpoint]")
+TEST_CASE("file: a checkpoint round-trips as format version 2 (value, version, CRC-32C) and leaves no temporary "
+          "file",
+          "[file][checkpoint]")
 {
     const temporary_directory directory;
     const std::string path = directory.file("producer.offset");
     CHECK_FALSE(detail::read_checkpoint(path).has_value());
 
     detail::write_checkpoint(path, 0x0102030405060708ULL);
-    CHECK(read_raw_file(path) == std::vector<unsigned char>{8, 7, 6, 5, 4, 3, 2, 1});
+    const std::vector<unsigned char> written = read_raw_file(path);
+    REQUIRE(written.size() == 16);
+    CHECK(std::vector<unsigned char>(written.begin(), written.begin() + 12) ==
+          std::vector<unsigned char>{8, 7, 6, 5, 4, 3, 2, 1, 2, 0, 0, 0});
+    const std::uint32_t crc = detail::crc32c(std::as_bytes(std::span(written.data(), 12)));
+    CHECK(std::vector<unsigned char>(written.begin() + 12, written.end()) ==
+          std::vector<unsigned char>{static_cast<unsigned char>(crc), static_cast<unsigned char>(crc >> 8),
+                                     static_cast<unsigned char>(crc >> 16), static_cast<unsigned char>(crc >> 24)});
     CHECK(detail::read_checkpoint(path) == 0x0102030405060708ULL);
     CHECK_FALSE(detail::path_exists(path + ".tmp"));
 
@@ -608,11 +619,71 @@ TEST_CASE("file: a checkpoint round-trips as 8 little-endian bytes and leaves no
     CHECK(detail::read_checkpoint(path) == detail::max_checkpoint_value);
 }
 
+TEST_CASE("file: a version-1 checkpoint (8 little-endian bytes of an earlier release) is still read",
+          "[file][checkpoint]")
+{
+    const temporary_directory directory;
+    const std::string path = directory.file("consumer.offset");
+    write_raw_file(path, {8, 7, 6, 5, 4, 3, 2, 1});
+    CHECK(detail::read_checkpoint(path) == 0x0102030405060708ULL);
+    detail::write_checkpoint(path, 40);
+    CHECK(read_raw_file(path).size() == 16);
+    CHECK(detail::read_checkpoint(path) == 40U);
+}
+
+TEST_CASE("file: any flipped bit of a checkpoint is corrupt_data naming the file", "[file][checkpoint]")
+{
+    const temporary_directory directory;
+    const std::string path = directory.file("consumer.offset");
+    detail::write_checkpoint(path, 4136);
+    const std::vector<unsigned char> pristine = read_raw_file(path);
+    for (std::size_t bit = 0; bit < pristine.size() * 8; ++bit) {
+        INFO("bit " << bit);
+        std::vector<unsigned char> damaged = pristine;
+        damaged[bit / 8] = static_cast<unsigned char>(damaged[bit / 8] ^ (1U << (bit % 8)));
+        write_raw_file(path, damaged);
+        const auto failure = error_from([&] { detail::read_checkpoint(path); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::corrupt_data);
+        CHECK(missing_from(failure->what(), {path, "checksum"}) == "");
+    }
+}
+
+TEST_CASE("file: a version-2 checkpoint of an unknown version or a negative value is corrupt_data naming the file",
+          "[file][checkpoint]")
+{
+    const temporary_directory directory;
+    const std::string path = directory.file("earliest.offset");
+    const auto checksummed = [](std::vector<unsigned char> bytes) {
+        const std::uint32_t crc = detail::crc32c(std::as_bytes(std::span(bytes.data(), bytes.size())));
+        for (int shift = 0; shift < 32; shift += 8) {
+            bytes.push_back(static_cast<unsigned char>(crc >> shift));
+        }
+        return bytes;
+    };
+    SECTION("version 3")
+    {
+        write_raw_file(path, checksummed({40, 0, 0, 0, 0, 0, 0, 0, 3, 0, 0, 0}));
+        const auto failure = error_from([&] { detail::read_checkpoint(path); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::corrupt_data);
+        CHECK(missing_from(failure->what(), {path, "format version 3"}) == "");
+    }
+    SECTION("negative")
+    {
+        write_raw_file(path, checksummed({0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 0xFF, 2, 0, 0, 0}));
+        const auto failure = error_from([&] { detail::read_checkpoint(path); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::corrupt_data);
+        CHECK(missing_from(failure->what(), {path, "negative", "-1"}) == "");
+    }
+}
+
 TEST_CASE("file: a checkpoint of the wrong length is corrupt_data naming the file", "[file][checkpoint]")
 {
     const temporary_directory directory;
     const std::string path = directory.file("consumer.offset");
-    for (const std::size_t length : {0, 1, 7, 9, 16}) {
+    for (const std::size_t length : {0, 1, 7, 9, 15, 17, 24}) {
         INFO("length " << length);
         write_raw_file(path, std::vector<unsigned char>(length, 0));
         const auto failure = error_from([&] { detail::read_checkpoint(path); });

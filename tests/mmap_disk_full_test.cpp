@@ -122,7 +122,7 @@ std::uint64_t checkpoint(const fs::path& path)
     std::ifstream in(path, std::ios::binary);
     REQUIRE(in);
     const std::vector<unsigned char> bytes{std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-    REQUIRE(bytes.size() == 8);
+    REQUIRE(bytes.size() == 16);  // checkpoint format version 2: value, version, CRC-32C
     std::uint64_t value = 0;
     for (int i = 7; i >= 0; --i) {
         value = (value << 8) | bytes[static_cast<std::size_t>(i)];

@@ -28,6 +28,7 @@ namespace {
 
 using bufferqueue::test::commit_now;
 using bufferqueue::test::memory_backed_temporary_path;
+using bufferqueue::test::segment_indices;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
 
@@ -219,7 +220,8 @@ TEST_CASE("mmap fault sweep: an I/O error at any call of any file operation is r
                                          file_operation::write,
                                          file_operation::truncate,
                                          file_operation::map,
-                                         file_operation::open};
+                                         file_operation::open,
+                                         file_operation::remove};
     std::size_t faults = 0;
     std::size_t failed_calls = 0;
     for (const file_operation operation : operations) {
@@ -239,4 +241,103 @@ TEST_CASE("mmap fault sweep: an I/O error at any call of any file operation is r
     }
     CHECK(faults > 100);
     WARN("fault sweep: " << faults << " faults injected, " << failed_calls << " calls reported io_error");
+}
+
+namespace {
+
+// 256-byte segments of 13 records of 8-byte items; retention keeps no consumed segment.
+bq::mmap_topic_options<std::string> retention_topic(const temporary_directory& directory)
+{
+    return {.name = "events",
+            .partitions = 1,
+            .data_directory = directory.path(),
+            .segment_size = 256,
+            .max_retained_consumed_segments = 0,
+            .serializer = string_bytes_serializer{}};
+}
+
+std::vector<std::string> eight_byte_items(std::size_t count)
+{
+    std::vector<std::string> items;
+    for (std::size_t i = 0; i < count; ++i) {
+        const std::string text = std::to_string(i);
+        items.push_back("item" + std::string(4 - text.size(), '0') + text);
+    }
+    return items;
+}
+
+// Every deletion of a segment file fails with EIO.
+detail::file_hooks segment_deletion_fails()
+{
+    return {.before_operation =
+                [](file_operation operation, const std::string& path) {
+                    return operation == file_operation::remove && path.ends_with(".log") ? EIO : 0;
+                },
+            .after_flush = {}};
+}
+
+}  // namespace
+
+TEST_CASE("mmap fault: a commit whose retention cannot delete a segment succeeds, and the deletion is retried",
+          "[mmap][fault][retention]")
+{
+    const temporary_directory directory("bufferqueue-retention-fault", memory_backed_temporary_path());
+    const auto folder = directory.path() / "events" / "partition-00000";
+    const std::vector<std::string> items = eight_byte_items(40);  // segments 0 to 3
+    boost::asio::io_context io;
+    {
+        bq::buffer_queue queue(io.get_executor());
+        queue.add_topic(retention_topic(directory));
+        auto producer = queue.producer<std::string>("events");
+        auto consumer = queue.create_pull_consumer<std::string>({.topic = "events", .group = "g", .batch_size = 100});
+        REQUIRE(producer.try_produce(std::span<const std::string>(items)));
+        REQUIRE(consumer.try_consume()->size() == items.size());
+        {
+            const detail::scoped_file_hooks hooks(segment_deletion_fails());
+            // The checkpoint is stored before retention runs: the commit stands, so it succeeds.
+            CHECK_FALSE(commit_now(consumer, io));
+            CHECK(segment_indices(folder) == std::vector<std::uint64_t>{0, 1, 2, 3});
+            CHECK_FALSE(consumer.try_consume());
+        }
+        // The next commit retries the deletion.
+        REQUIRE(producer.try_produce(std::string("item0040")));
+        REQUIRE(consumer.try_consume()->size() == 1);
+        CHECK_FALSE(commit_now(consumer, io));
+        CHECK(segment_indices(folder) == std::vector<std::uint64_t>{3});
+    }
+    // The group resumes after everything it committed.
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(retention_topic(directory));
+    auto resumed = queue.create_pull_consumer<std::string>({.topic = "events", .group = "g"});
+    CHECK_FALSE(resumed.try_consume());
+}
+
+TEST_CASE("mmap fault: under auto commit a retention failure loses no item", "[mmap][fault][retention]")
+{
+    const temporary_directory directory("bufferqueue-retention-fault", memory_backed_temporary_path());
+    const std::vector<std::string> items = eight_byte_items(40);
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(retention_topic(directory));
+    auto producer = queue.producer<std::string>("events");
+    auto consumer = queue.create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = true, .batch_size = 5});
+    REQUIRE(producer.try_produce(std::span<const std::string>(items)));
+    const detail::scoped_file_hooks hooks(segment_deletion_fails());
+    std::vector<std::string> delivered;
+    std::size_t failures = 0;
+    for (std::size_t attempt = 0; attempt < 2 * items.size(); ++attempt) {
+        try {
+            const auto batch = consumer.try_consume();
+            if (!batch) {
+                break;
+            }
+            delivered.insert(delivered.end(), batch->begin(), batch->end());
+        } catch (const bq::error& failure) {
+            INFO(failure.what());
+            ++failures;
+        }
+    }
+    CHECK(failures == 0);
+    CHECK(delivered == items);
 }

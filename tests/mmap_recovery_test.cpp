@@ -130,7 +130,9 @@ void write_checkpoint(const fs::path& path, std::uint64_t value)
 std::uint64_t checkpoint(const fs::path& path)
 {
     const std::vector<unsigned char> bytes = file_bytes(path);
-    REQUIRE(bytes.size() == 8);
+    // Format version 2 (value, version, CRC-32C) as the library writes it, or version 1 (the value
+    // alone) as these tests write it with write_checkpoint.
+    REQUIRE((bytes.size() == 16 || bytes.size() == 8));
     std::uint64_t value = 0;
     for (int i = 7; i >= 0; --i) {
         value = (value << 8) | bytes[static_cast<std::size_t>(i)];
@@ -420,6 +422,41 @@ TEST_CASE("mmap recovery: a checkpoint of the wrong length is corrupt_data", "[m
     {
         write_file(log.group_file("g"), {});
         require_corrupt(log.options, {log.group_file("g").string()});
+    }
+}
+
+TEST_CASE("mmap recovery: a flipped bit in consumer.offset that lands on another record boundary is corrupt_data",
+          "[mmap][recovery][checkpoint]")
+{
+    standard_log log;
+    // 408 ^ 16 = 392, the boundary one record earlier: without a checksum the group would silently
+    // resume there and deliver record 19 again.
+    std::vector<unsigned char> bytes = file_bytes(log.group_file("g"));
+    bytes[0] ^= 0x10;
+    write_file(log.group_file("g"), bytes);
+    require_corrupt(log.options, {log.group_file("g").string()});
+}
+
+TEST_CASE("mmap recovery: a flipped bit in producer.offset or earliest.offset that still looks valid is corrupt_data",
+          "[mmap][recovery][checkpoint]")
+{
+    standard_log log;
+    SECTION("producer.offset 616 read as 584, an earlier record boundary")
+    {
+        const fs::path path = log.folder / "producer.offset";
+        std::vector<unsigned char> bytes = file_bytes(path);
+        bytes[0] ^= 0x20;
+        write_file(path, bytes);
+        require_corrupt(log.options, {path.string()});
+    }
+    SECTION("earliest.offset 40 read as 296, the start of segment 1")
+    {
+        const fs::path path = log.folder / "earliest.offset";
+        bq::detail::write_checkpoint(path.string(), first_offset);
+        std::vector<unsigned char> bytes = file_bytes(path);
+        bytes[1] ^= 0x01;
+        write_file(path, bytes);
+        require_corrupt(log.options, {path.string()});
     }
 }
 

@@ -150,19 +150,10 @@ void write_file(const fs::path& path, const std::vector<unsigned char>& bytes)
     REQUIRE(out);
 }
 
-std::vector<unsigned char> little_endian(std::uint64_t value)
-{
-    std::vector<unsigned char> bytes;
-    for (int i = 0; i < 8; ++i) {
-        bytes.push_back(static_cast<unsigned char>(value >> (8 * i)));
-    }
-    return bytes;
-}
-
 std::uint64_t checkpoint(const fs::path& path)
 {
     const std::vector<unsigned char> bytes = file_bytes(path);
-    REQUIRE(bytes.size() == 8);
+    REQUIRE(bytes.size() == 16);  // checkpoint format version 2: value, version, CRC-32C
     std::uint64_t value = 0;
     for (int i = 7; i >= 0; --i) {
         value = (value << 8) | bytes[static_cast<std::size_t>(i)];
@@ -235,11 +226,11 @@ TEST_CASE("mmap topic: files are laid out per topic, partition and escaped group
         CHECK(fs::file_size(folder / "00000000000000000000.log") == 4096);
         CHECK(segment_indices(folder) == std::vector<std::uint64_t>{0});
         // "hello" is a 5-byte payload: one 16-byte record after the 40-byte header ends at 56.
-        const std::vector<unsigned char> expected = {56, 0, 0, 0, 0, 0, 0, 0};
-        CHECK(file_bytes(folder / "producer.offset") == expected);
-        CHECK(file_bytes(folder / "offsets" / "orders%2Fworker 1" / "consumer.offset") == expected);
-        CHECK(file_bytes(folder / "offsets" / "%2E" / "consumer.offset") == little_endian(first_offset));
-        CHECK(file_bytes(folder / "offsets" / "%2E%2E" / "consumer.offset") == little_endian(first_offset));
+        // (Checkpoint bytes: checkpoint format version 2, see file_test.cpp.)
+        CHECK(checkpoint(folder / "producer.offset") == 56);
+        CHECK(checkpoint(folder / "offsets" / "orders%2Fworker 1" / "consumer.offset") == 56);
+        CHECK(checkpoint(folder / "offsets" / "%2E" / "consumer.offset") == first_offset);
+        CHECK(checkpoint(folder / "offsets" / "%2E%2E" / "consumer.offset") == first_offset);
         CHECK_FALSE(fs::exists(folder / "earliest.offset"));
         std::set<std::string> groups;
         for (const auto& entry : fs::directory_iterator(folder / "offsets")) {
@@ -763,6 +754,39 @@ TEST_CASE("mmap topic: a group known only from disk pins segments", "[mmap]")
     auto idle = runner->create_pull_consumer<std::string>(group_options("idle"));
     CHECK(drain(idle, runner.io) == items);
     CHECK(segment_indices(folder) == range(4, 4));
+}
+
+TEST_CASE("mmap topic: retention runs at open, so segments only a removed group pinned are reclaimed without a commit",
+          "[mmap][retention]")
+{
+    temporary_directory directory;
+    queue_runner runner;
+    auto options = string_topic(directory.path(), 2, small_segment);
+    options.max_retained_consumed_segments = 1;
+    const auto items = numbered(0, 2 * (4 * records_per_small_segment + 3));  // segments 0-4 in each partition
+    {
+        runner->add_topic(options);
+        auto fast = runner->create_pull_consumer<std::string>(group_options("fast"));
+        auto obsolete = runner->create_pull_consumer<std::string>(group_options("obsolete"));
+        auto producer = runner->producer<std::string>("events");
+        produce_all(producer, items);
+        CHECK(drain(fast, runner.io).size() == items.size());
+        CHECK(segment_indices(partition_path(directory.path(), 0)) == range(0, 4));  // "obsolete" pins them
+    }
+    // As the docs instruct: with the queue stopped, the operator deletes the obsolete group's folders.
+    for (std::size_t partition = 0; partition < 2; ++partition) {
+        REQUIRE(fs::remove_all(partition_path(directory.path(), partition) / "offsets" / "obsolete") > 0);
+    }
+    runner.reopen().add_topic(options);
+    for (std::size_t partition = 0; partition < 2; ++partition) {
+        INFO("partition " << partition);
+        const fs::path folder = partition_path(directory.path(), partition);
+        CHECK(segment_indices(folder) == range(3, 4));
+        CHECK(checkpoint(folder / "earliest.offset") == 3 * small_segment + first_offset);
+    }
+    // Nothing the remaining group has not consumed is gone.
+    auto fast = runner->create_pull_consumer<std::string>(group_options("fast"));
+    CHECK_FALSE(fast.try_consume());
 }
 
 TEST_CASE("mmap topic: without any group nothing is deleted", "[mmap]")

@@ -3,6 +3,7 @@
 
 #include "bufferqueue/detail/config.hpp"
 
+#include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/detail/push_loop.hpp"
 #include "bufferqueue/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
@@ -13,8 +14,6 @@
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push_consumer.hpp"
-
-#include <boost/asio/thread_pool.hpp>
 
 #include <cstddef>
 #include <functional>
@@ -46,7 +45,9 @@ namespace bufferqueue {
 /// Threads: with the first persistent topic the queue starts a small pool of its own (two threads)
 /// where asynchronous `produce`, `consume` and `commit` on persistent topics do their blocking file
 /// I/O, so they never block an executor thread of the application; completions still run on the
-/// handler's executor. Destroying the queue joins that pool.
+/// handler's executor. Destroying the queue runs the work already handed to that pool and joins it;
+/// persistent topics share ownership of the pool, so handles that outlive the queue never reach freed
+/// threads: their asynchronous operations then complete with `errc::closed`.
 class buffer_queue {
 public:
     using executor_type = boost::asio::any_io_executor;
@@ -78,7 +79,7 @@ public:
     {
         // Checked before the folder is locked, so a duplicate is `topic_exists`, not a lock conflict.
         require_unregistered(options.name, typeid(T), detail::readable_type_name<T>());
-        add(detail::make_mmap_topic<T>(std::move(options), executor_, blocking_executor()));
+        add(detail::make_mmap_topic<T>(std::move(options), executor_, blocking_pool()));
     }
 
     /// A producer for the topic (T, name). Throws `bufferqueue::error`: `errc::no_such_topic`, or
@@ -221,7 +222,7 @@ public:
 
 private:
     void add(std::shared_ptr<detail::topic_base> topic);
-    boost::asio::any_io_executor blocking_executor();
+    std::shared_ptr<detail::io_pool> blocking_pool();
     void require_unregistered(const std::string& topic, std::type_index type, const std::string& type_name) const;
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
@@ -415,7 +416,9 @@ private:
     mutable std::shared_mutex mutex_;
     std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> topics_;  // by name
     bool closed_ = false;                                                                          // guarded by mutex_
-    std::unique_ptr<boost::asio::thread_pool> blocking_pool_;  // made with the first persistent topic; mutex_
+    // Made with the first persistent topic, shared with every persistent topic (so handles that outlive
+    // the queue reach a live pool, which refuses work once the destructor shut it down); mutex_.
+    std::shared_ptr<detail::io_pool> blocking_pool_;
     const std::shared_ptr<detail::push_registry> push_ = std::make_shared<detail::push_registry>();
 };
 

@@ -70,7 +70,7 @@ inline void validate_topic_folder_name(const std::string& name)
 /// naming the file and offset, `io_error` (also when another queue holds the folder open).
 template <class T>
 std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
-                                          boost::asio::any_io_executor blocking_executor)
+                                          std::shared_ptr<io_pool> blocking_pool)
 {
     constexpr std::string_view kind = "mmap";
     validate_topic_folder_name(options.name);
@@ -122,16 +122,19 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
                                               .max_retained_consumed_segments = options.max_retained_consumed_segments,
                                               .serializer = options.serializer}));
     }
+    // Only once every partition opened: a failed open changes no partition's segments.
+    for (const auto& each : slots) {
+        each->storage.retain_at_open();
+    }
     using topic_type = basic_topic<T, partition_type>;
-    return std::make_shared<topic_type>(
-        typename topic_type::settings{.name = std::move(options.name),
-                                      .partition_key = std::move(options.partition_key),
-                                      .bounded_capacity = std::nullopt,
-                                      .full_mode = full_mode::wait,
-                                      .executor = std::move(executor),
-                                      .resources = std::move(lock),
-                                      .blocking_executor = std::move(blocking_executor)},
-        std::move(slots));
+    return std::make_shared<topic_type>(typename topic_type::settings{.name = std::move(options.name),
+                                                                      .partition_key = std::move(options.partition_key),
+                                                                      .bounded_capacity = std::nullopt,
+                                                                      .full_mode = full_mode::wait,
+                                                                      .executor = std::move(executor),
+                                                                      .resources = std::move(lock),
+                                                                      .blocking_pool = std::move(blocking_pool)},
+                                        std::move(slots));
 }
 
 }  // namespace detail

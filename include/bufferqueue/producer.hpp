@@ -139,13 +139,12 @@ private:
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
                         std::optional<std::uint32_t> partition) const
         {
-            if (const auto* blocking = topic->blocking_executor()) {
-                detail::complete_after_blocking_work<boost::system::error_code>(
-                    std::forward<Handler>(handler), topic->executor(), *blocking,
-                    [topic, item = std::move(item), partition] {
-                        return std::tuple(
-                            store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr));
-                    });
+            if (detail::io_pool* pool = topic->blocking_pool()) {
+                detail::complete_after_blocking_work(std::forward<Handler>(handler), topic->executor(), *pool,
+                                                     [topic, item = std::move(item), partition] {
+                                                         return store_now(*topic, std::span<const T>(&item, 1),
+                                                                          partition ? &*partition : nullptr);
+                                                     });
                 return;
             }
             const std::span<const T> input(&item, 1);
@@ -166,12 +165,12 @@ private:
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
                         std::span<const T> items, std::vector<std::uint32_t> partitions) const
         {
-            if (const auto* blocking = topic->blocking_executor()) {
-                detail::complete_after_blocking_work<boost::system::error_code>(
-                    std::forward<Handler>(handler), topic->executor(), *blocking,
+            if (detail::io_pool* pool = topic->blocking_pool()) {
+                detail::complete_after_blocking_work(
+                    std::forward<Handler>(handler), topic->executor(), *pool,
                     [topic, owned = std::move(owned), items, partitions = std::move(partitions)] {
                         const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
-                        return std::tuple(store_now(*topic, input, partitions.empty() ? nullptr : partitions.data()));
+                        return store_now(*topic, input, partitions.empty() ? nullptr : partitions.data());
                     });
                 return;
             }

@@ -129,18 +129,23 @@ private:
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
-            if (const auto* blocking = state->blocking_executor()) {
+            if (detail::io_pool* pool = state->blocking_pool()) {
                 // Persistent topics: the pull, and an auto-commit's fsync, run off the caller's executor.
                 auto completion = detail::make_pending_completion<boost::system::error_code, batch<T>>(
                     std::forward<Handler>(handler), state->default_executor());
-                boost::asio::post(*blocking, [state, completion = std::move(completion)]() mutable {
-                    detail::consume_attempt<T> attempt = state->begin_consume(true);
-                    if (attempt.error || attempt.delivered) {
-                        completion->complete(attempt.error, attempt.delivered.value_or(batch<T>()));
-                    } else {
-                        state->wait(std::move(completion));
-                    }
+                const bool posted = pool->post([&] {
+                    return [state, completion = std::move(completion)]() mutable {
+                        detail::consume_attempt<T> attempt = state->begin_consume(true);
+                        if (attempt.error || attempt.delivered) {
+                            completion->complete(attempt.error, attempt.delivered.value_or(batch<T>()));
+                        } else {
+                            state->wait(std::move(completion));
+                        }
+                    };
                 });
+                if (!posted) {
+                    completion->complete(make_error_code(errc::closed), batch<T>());  // the queue is gone
+                }
                 return;
             }
             detail::consume_attempt<T> attempt = state->begin_consume(true);
@@ -158,10 +163,9 @@ private:
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
-            if (const auto* blocking = state->blocking_executor()) {
-                detail::complete_after_blocking_work<boost::system::error_code>(
-                    std::forward<Handler>(handler), state->default_executor(), *blocking,
-                    [state] { return std::tuple(state->commit()); });
+            if (detail::io_pool* pool = state->blocking_pool()) {
+                detail::complete_after_blocking_work(std::forward<Handler>(handler), state->default_executor(), *pool,
+                                                     [state] { return state->commit(); });
                 return;
             }
             const boost::system::error_code result = state->commit();

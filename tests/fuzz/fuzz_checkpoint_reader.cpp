@@ -1,6 +1,8 @@
 // libFuzzer target: the checkpoint reader and the consumer-group folder names, the two parsers of
 // small files and names a partition folder holds. A checkpoint file with arbitrary contents reads
-// as its value or throws corrupt_data naming the file; a folder name unescapes to a group whose
+// as its value or throws corrupt_data naming the file: a value is accepted only from an 8-byte
+// version-1 file (its little-endian bytes) or from exactly the 16 bytes a version-2 write of that
+// value produces (so a checksum that fails, or any other change, is caught); a folder name unescapes to a group whose
 // escaping gives the same folder name back, or throws.
 #include "bufferqueue/detail/file.hpp"
 #include "bufferqueue/detail/group_path.hpp"
@@ -10,6 +12,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -39,8 +42,15 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         const std::optional<std::uint64_t> value = detail::read_checkpoint(path);
         require(value.has_value(), "an existing checkpoint file read as missing");
-        require(size == 8 && *value == detail::load_u64_little_endian(reinterpret_cast<const std::byte*>(data)),
-                "a checkpoint read back as something other than its 8 little-endian bytes");
+        const auto* bytes = reinterpret_cast<const std::byte*>(data);
+        if (size == detail::checkpoint_v1_size) {
+            require(*value == detail::load_u64_little_endian(bytes),
+                    "a version-1 checkpoint read back as something other than its 8 little-endian bytes");
+        } else {
+            const auto written = detail::encode_checkpoint(*value);
+            require(size == written.size() && std::equal(written.begin(), written.end(), bytes),
+                    "a checkpoint was accepted that is not what writing its value produces");
+        }
         require(*value <= detail::max_checkpoint_value, "a negative checkpoint was accepted");
     } catch (const bq::error& failure) {
         bq::fuzz::require_corrupt_data(failure);

@@ -64,7 +64,10 @@ def main() -> None:
     write("recovery", "raw-headers", bytes([4, 0, 0, 0, 0]) + header(0, 256) + body0)
 
     # checkpoint_reader: checkpoint files and group folder names.
-    write("checkpoint_reader", "offset", struct.pack("<Q", 40))
+    write("checkpoint_reader", "offset", struct.pack("<Q", 40))  # format version 1
+    checkpoint = struct.pack("<QI", 40, 2)
+    write("checkpoint_reader", "offset_v2", checkpoint + struct.pack("<I", crc32c(checkpoint)))
+    write("checkpoint_reader", "offset_v2_bad_crc", checkpoint + struct.pack("<I", crc32c(checkpoint) ^ 1))
     write("checkpoint_reader", "negative", struct.pack("<Q", 1 << 63))
     write("checkpoint_reader", "short", b"\x28\0\0")
     write("checkpoint_reader", "escaped", b"orders%2Fworker 1")

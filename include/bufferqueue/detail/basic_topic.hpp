@@ -56,8 +56,8 @@ public:
         boost::asio::any_io_executor executor;
         /// Held until the topic closes, after its partitions (for example a directory lock).
         std::shared_ptr<void> resources{};
-        /// Runs the blocking file I/O of asynchronous operations; empty when storage never blocks.
-        std::optional<boost::asio::any_io_executor> blocking_executor{};
+        /// Runs the blocking file I/O of asynchronous operations; null when storage never blocks.
+        std::shared_ptr<io_pool> blocking_pool{};
         /// Producer lanes: each lane has its own round-robin position (see `producer_lane`).
         std::size_t producer_lanes = 1;
     };
@@ -66,8 +66,8 @@ public:
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
           executor_(std::move(configuration.executor)), slots_(std::move(slots)),
-          resources_(std::move(configuration.resources)),
-          blocking_executor_(std::move(configuration.blocking_executor)), producer_lanes_(configuration.producer_lanes),
+          resources_(std::move(configuration.resources)), blocking_pool_(std::move(configuration.blocking_pool)),
+          producer_lanes_(configuration.producer_lanes),
           round_robin_(std::make_unique<round_robin_position[]>(configuration.producer_lanes))
     {
         if (configuration.bounded_capacity) {
@@ -83,10 +83,7 @@ public:
     std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
     const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
     const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
-    const boost::asio::any_io_executor* blocking_executor() const noexcept override
-    {
-        return blocking_executor_ ? &*blocking_executor_ : nullptr;
-    }
+    io_pool* blocking_pool() const noexcept override { return blocking_pool_.get(); }
     bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
     slot_type& slot(std::size_t partition) noexcept { return *slots_[partition]; }
 
@@ -452,8 +449,8 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
     std::optional<capacity_gate> gate_;
-    std::shared_ptr<void> resources_;  // released by close()
-    const std::optional<boost::asio::any_io_executor> blocking_executor_;
+    std::shared_ptr<void> resources_;               // released by close()
+    const std::shared_ptr<io_pool> blocking_pool_;  // shared with the queue and its other topics
 
     struct round_robin_position {
         alignas(64) std::atomic<std::uint64_t> next{0};
@@ -481,9 +478,9 @@ const boost::asio::any_io_executor& shared_consumer<T, Partition>::default_execu
 }
 
 template <class T, class Partition>
-const boost::asio::any_io_executor* shared_consumer<T, Partition>::blocking_executor() const noexcept
+io_pool* shared_consumer<T, Partition>::blocking_pool() const noexcept
 {
-    return topic_->blocking_executor();
+    return topic_->blocking_pool();
 }
 
 template <class T, class Partition>

@@ -2,6 +2,8 @@
 #pragma once
 
 #include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/io_pool.hpp"
+#include "bufferqueue/error.hpp"
 
 #include <functional>
 #include <memory>
@@ -139,17 +141,21 @@ std::unique_ptr<pending_completion<Args...>> make_pending_completion(Handler&& h
                                                                                 fallback);
 }
 
-/// Runs `work` on `blocking` (a thread where file I/O may block) and completes `handler` with the
-/// tuple of arguments it returns, on the handler's executor. The handler's executor keeps outstanding
-/// work meanwhile.
-template <class... Args, class Handler, class Work>
-void complete_after_blocking_work(Handler&& handler, const boost::asio::any_io_executor& fallback,
-                                  const boost::asio::any_io_executor& blocking, Work work)
+/// Runs `work` on `pool` (threads where file I/O may block) and completes `handler` with the error
+/// code it returns, on the handler's executor; completes it with `errc::closed` without running
+/// `work` when the pool was shut down with its queue. The handler's executor keeps outstanding work
+/// meanwhile. The completion is posted, never run inside this call.
+template <class Handler, class Work>
+void complete_after_blocking_work(Handler&& handler, const boost::asio::any_io_executor& fallback, io_pool& pool,
+                                  Work work)
 {
-    auto completion = make_pending_completion<Args...>(std::forward<Handler>(handler), fallback);
-    boost::asio::post(blocking, [completion = std::move(completion), work = std::move(work)]() mutable {
-        std::apply([&completion](auto&&... results) { completion->complete(std::move(results)...); }, work());
+    auto completion = make_pending_completion<boost::system::error_code>(std::forward<Handler>(handler), fallback);
+    const bool posted = pool.post([&] {
+        return [completion = std::move(completion), work = std::move(work)]() mutable { completion->complete(work()); };
     });
+    if (!posted) {
+        completion->complete(make_error_code(errc::closed));
+    }
 }
 
 }  // namespace bufferqueue::detail

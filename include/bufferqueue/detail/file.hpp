@@ -12,6 +12,8 @@
 // seam costs one relaxed atomic load per operation.
 #pragma once
 
+#include "bufferqueue/detail/checkpoint_format.hpp"
+
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -340,21 +342,20 @@ private:
 // Checkpoints
 // ---------------------------------------------------------------------------------------------
 
-/// The largest value a checkpoint can hold: checkpoints are read as signed 64-bit integers, and a
-/// negative one is corrupt.
-inline constexpr std::uint64_t max_checkpoint_value = 0x7FFF'FFFF'FFFF'FFFFULL;
-
-/// Durably replaces the checkpoint at `path` with `value`: writes the 8 little-endian bytes to
-/// `path + ".tmp"`, fsyncs it, renames it over `path` and fsyncs the parent directory, so a reader
-/// sees either the old or the new value, never a torn one. When it throws, the old checkpoint (if
-/// any) is still in place unless the final directory fsync failed, in which case the new value may
-/// or may not survive a power loss. Throws `error(errc::invalid_argument)` when `value` exceeds
-/// `max_checkpoint_value`, `error(errc::io_error)` naming the path and the failed step otherwise.
+/// Durably replaces the checkpoint at `path` with `value` in the format of checkpoint_format.hpp
+/// (version 2: the value and a CRC-32C): writes the 16 bytes to `path + ".tmp"`, fsyncs it, renames
+/// it over `path` and fsyncs the parent directory, so a reader sees either the old or the new value,
+/// never a torn one. When it throws, the old checkpoint (if any) is still in place unless the final
+/// directory fsync failed, in which case the new value may or may not survive a power loss. Throws
+/// `error(errc::invalid_argument)` when `value` exceeds `max_checkpoint_value`,
+/// `error(errc::io_error)` naming the path and the failed step otherwise.
 void write_checkpoint(const std::string& path, std::uint64_t value);
 
-/// Reads the checkpoint at `path`: `std::nullopt` when the file does not exist. Throws
-/// `error(errc::corrupt_data)` naming the file when it is not a regular file, is not exactly
-/// 8 bytes long or holds a negative value, `error(errc::io_error)` naming the path when it cannot be read.
+/// Reads the checkpoint at `path` (format version 2, or a version-1 file of 8 bytes written by an
+/// earlier release): `std::nullopt` when the file does not exist. Throws `error(errc::corrupt_data)`
+/// naming the file when it is not a regular file, has neither size, fails its checksum, has an
+/// unknown version or holds a negative value; `error(errc::io_error)` naming the path when it cannot
+/// be read.
 std::optional<std::uint64_t> read_checkpoint(const std::string& path);
 
 }  // namespace bufferqueue::detail

@@ -6,6 +6,7 @@
 #include "bufferqueue/detail/file.hpp"
 #include "bufferqueue/detail/group_path.hpp"
 #include "bufferqueue/detail/mmap_group_folder.hpp"
+#include "bufferqueue/detail/mmap_retention.hpp"
 #include "bufferqueue/detail/segment_format.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
@@ -210,7 +211,7 @@ public:
         write_checkpoint(reader.checkpoint_path, next_offset);
         reader.committed.store(next_offset, std::memory_order_release);
         group_offsets_[reader.group] = next_offset;
-        apply_retention();
+        retain();  // the commit stands from here on, whatever retention meets
         return 0;
     }
 
@@ -229,9 +230,18 @@ public:
             remove_group_folder(offsets_folder_, escape_group_name(group));
             group_offsets_.erase(known);
             cursors_.remove_if([group](const cursor& each) { return each.group == group; });
-            apply_retention();
+            retain();  // the removal stands from here on, whatever retention meets
         }
         return 0;
+    }
+
+    /// Runs retention for the groups found on disk (called once every partition of the topic has
+    /// opened), so segments no known group pins any more are reclaimed without waiting for a
+    /// commit. Never throws: see `retain`.
+    void retain_at_open() noexcept
+    {
+        std::lock_guard lock(groups_mutex_);
+        retain();
     }
 
     void release_batch(cursor&) noexcept {}
@@ -482,14 +492,14 @@ private:
         producer_hint_failed_ = false;
     }
 
-    // Called with groups_mutex_ held, after a commit: deletes segments every known group has
+    // Called with groups_mutex_ held, from retain(): releases segments every known group has
     // committed past, keeping the newest `max_retained_consumed_segments` of them. A checkpoint at a
     // segment-end marker (a group that read a segment to its end before the writer ended it) has
     // committed past that segment. Order: the commit already flushed and persisted its checkpoint;
     // then checkpoints at the end of a segment about to go move to the equivalent first offset of
     // the next segment (a checkpoint below earliest.offset is corrupt); then earliest.offset
-    // advances; then the files go. Leftovers of an interrupted deletion are below earliest.offset
-    // and are removed at the next open.
+    // advances; then the files are queued for deletion (retain() deletes them). Leftovers of an
+    // interrupted deletion are below earliest.offset and are removed at the next open.
     void apply_retention()
     {
         if (!settings_.max_retained_consumed_segments || group_offsets_.empty()) {
@@ -539,15 +549,22 @@ private:
         for (auto& segment : removed) {
             segment->region.unmap();
             segment->file = unique_fd();
-            try {
-                remove_file(segment->path);
-            } catch (const error& failure) {
-                throw error(errc::io_error, describe_partition() + ": the commit is persisted, but deleting " +
-                                                segment->path + " failed (" + failure.what() +
-                                                "); the next open removes it");
-            }
+            deletions_.add(std::move(segment->path));
         }
-        fsync_directory(settings_.folder);
+    }
+
+    // Called with groups_mutex_ held, after a commit stored its checkpoint (or at open): retention
+    // and its file deletions must not make that commit fail, since its progress is saved. A failed
+    // step is retried at the next commit; files that could not be deleted are below earliest.offset
+    // and also removed at the next open.
+    void retain() noexcept
+    {
+        try {
+            apply_retention();
+        } catch (...) {
+            // Nothing released beyond what earliest.offset says; the next run starts over.
+        }
+        deletions_.remove_pending(settings_.folder);
     }
 
     // A checkpoint as retention sees it: one at a segment-end marker, once the next segment exists,
@@ -849,6 +866,7 @@ private:
     std::map<std::string, std::uint64_t, std::less<>> group_offsets_;  // every persisted group; groups_mutex_
     std::list<cursor> cursors_;                                        // guarded by groups_mutex_
     std::uint64_t earliest_offset_ = 0;                                // guarded by groups_mutex_
+    retention_backlog deletions_;                                      // guarded by groups_mutex_
 };
 
 static_assert(storage_partition<mmap_partition<std::string>, std::string>);

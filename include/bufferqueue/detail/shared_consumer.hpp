@@ -157,7 +157,7 @@ public:
         return partition_numbers_;
     }
     const boost::asio::any_io_executor& default_executor() const noexcept override;
-    const boost::asio::any_io_executor* blocking_executor() const noexcept override;
+    io_pool* blocking_pool() const noexcept override;
 
 private:
     using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>>;
@@ -248,16 +248,22 @@ private:
             resumed = std::move(claimed_);
         }
         if (resumed) {
-            // The pull (and an auto-commit's file I/O) runs where blocking is allowed. The posted resumption
-            // counts as work itself and `resumed` keeps its own: untracked, the post spares the shared
-            // work counter two atomic updates.
-            const boost::asio::any_io_executor* blocking = blocking_executor();
+            // The pull (and an auto-commit's file I/O) runs where blocking is allowed: on the I/O pool of a
+            // persistent topic, else - memory topics, or once the queue (and its pool) is gone, where the
+            // closed topic completes at once - on the handler's executor. The posted resumption counts as
+            // work itself and `resumed` keeps its own: untracked, the post spares the shared work counter
+            // two atomic updates.
             const boost::asio::any_io_executor executor =
-                boost::asio::prefer(blocking != nullptr ? *blocking : resumed->executor(),
-                                    boost::asio::execution::outstanding_work.untracked);
-            boost::asio::post(executor, [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
-                self->resume(std::move(resumed));
-            });
+                boost::asio::prefer(resumed->executor(), boost::asio::execution::outstanding_work.untracked);
+            const auto resumption = [&] {
+                return [self = this->shared_from_this(), resumed = std::move(resumed)]() mutable {
+                    self->resume(std::move(resumed));
+                };
+            };
+            io_pool* pool = blocking_pool();
+            if (pool == nullptr || !pool->post(resumption)) {
+                boost::asio::post(executor, resumption());
+            }
         }
     }
 

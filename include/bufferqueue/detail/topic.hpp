@@ -3,6 +3,7 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 
@@ -93,8 +94,8 @@ public:
     /// How the latest operation failed (see `pull_consumer::last_error`); empty after a success.
     virtual std::string last_error() const = 0;
     virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
-    /// See `topic::blocking_executor`.
-    virtual const boost::asio::any_io_executor* blocking_executor() const noexcept = 0;
+    /// See `topic::blocking_pool`.
+    virtual io_pool* blocking_pool() const noexcept = 0;
 
 protected:
     consumer_base() = default;
@@ -108,8 +109,11 @@ public:
     virtual const key_selector<T>& partition_key() const noexcept = 0;
     virtual const boost::asio::any_io_executor& executor() const noexcept = 0;
     /// Where asynchronous operations do blocking file I/O (msync, fsync, rename), so they never block
-    /// an executor thread of the application; null when the storage never blocks (memory).
-    virtual const boost::asio::any_io_executor* blocking_executor() const noexcept = 0;
+    /// an executor thread of the application; null when the storage never blocks (memory). The topic
+    /// shares ownership of the pool, so the pointer stays valid while the topic lives; once the queue
+    /// is destroyed the pool refuses work (`io_pool::post` returns false) and the operation completes
+    /// with `errc::closed`.
+    virtual io_pool* blocking_pool() const noexcept = 0;
 
     /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null
     /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`.
