@@ -217,7 +217,7 @@ public:
                 position = next_segment;
             }
         }
-        if (reader.decoded.empty()) {
+        if (reader.decoded.empty() && max_items > 0) {
             // Nothing but a marker before `end` (a group at a segment-end marker whose next segment
             // holds no record yet): has_data stays false until a record is published.
             reader.idle_until.store(end, std::memory_order_relaxed);
