@@ -45,9 +45,11 @@ inline std::string partition_folder(const std::string& topic_folder, std::size_t
 ///
 /// Files in the partition folder: segment files `{index:020}.log` of `segment_size` bytes,
 /// `producer.offset`, `earliest.offset` and `offsets/{escaped group}/consumer.offset`, each
-/// checkpoint an 8-byte little-endian log position. Offsets are `segment index * segment_size +
-/// byte position` of a record boundary, normalized when written (a group that read a segment to
-/// its end before the writer ended it keeps the marker's position until retention rewrites it).
+/// checkpoint an 8-byte little-endian log position, and `flush.mark` (how far the log was flushed,
+/// stored through a mapping after every msync and never synced). Recovery is in mmap_recovery.hpp.
+/// Offsets are `segment index * segment_size + byte position` of a record boundary, normalized
+/// when written (a group that read a segment to its end before the writer ended it keeps the
+/// marker's position until retention rewrites it).
 ///
 /// Appends are serialized by a mutex: serialize, check the size, roll over when the record does not
 /// fit, reserve disk blocks ahead of the write position (so a full disk is an error, not SIGBUS),
