@@ -65,8 +65,10 @@ inline void validate_topic_folder_name(const std::string& name)
 }
 
 /// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
-/// topic. Throws `bufferqueue::error`: `invalid_argument` naming the option at fault, `corrupt_data`
-/// naming the file and offset, `io_error` (also when another queue holds the folder open).
+/// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
+/// changes no file of any partition. Throws `bufferqueue::error`: `invalid_argument` naming the
+/// option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue
+/// holds the folder open).
 template <class T>
 std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
                                           boost::asio::any_io_executor blocking_executor)
