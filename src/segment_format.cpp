@@ -266,6 +266,26 @@ std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t
     return logical_offset(segment_index, position, segment.size());
 }
 
+// ---- flush mark -----------------------------------------------------------------------------
+
+std::array<std::byte, flush_mark_size> make_flush_mark(std::uint64_t offset) noexcept
+{
+    std::array<std::byte, flush_mark_size> mark{};
+    store_u64_little_endian(mark.data(), offset);
+    store_u32_little_endian(mark.data() + 8, crc32c(std::span<const std::byte>(mark.data(), 8)));
+    return mark;
+}
+
+std::optional<std::uint64_t> read_flush_mark(std::span<const std::byte> mark) noexcept
+{
+    if (mark.size() < flush_mark_size ||
+        load_u32_little_endian(mark.data() + 8) != crc32c(std::span<const std::byte>(mark.data(), 8)) ||
+        load_u32_little_endian(mark.data() + 12) != 0) {
+        return std::nullopt;
+    }
+    return load_u64_little_endian(mark.data());
+}
+
 // ---- file names -----------------------------------------------------------------------------
 
 std::string segment_file_name(std::uint64_t segment_index)

@@ -73,8 +73,9 @@ bq::mmap_topic_options<std::string> topic_options(const fs::path& directory)
 }
 
 // The partition's files after producing 20 records and committing 10. producer.offset is set back
-// to the start of segment 1 - where the rollover's hint leaves it before a crash - so segment 1's
-// records are an unvouched tail; earliest.offset names segment 0 explicitly.
+// to the start of segment 1 - where the rollover's hint leaves it before a crash - and flush.mark is
+// removed (a power loss before its writeback), so segment 1's records are an unvouched tail;
+// earliest.offset names segment 0 explicitly.
 struct pristine_topic {
     temporary_directory directory{"bufferqueue-sweep", memory_backed_temporary_path()};
     fs::path partition = directory.path() / "events" / "partition-00000";
@@ -97,6 +98,7 @@ struct pristine_topic {
         }
         detail::write_checkpoint((partition / "producer.offset").string(), segment_size + first_offset);
         detail::write_checkpoint((partition / "earliest.offset").string(), first_offset);
+        REQUIRE(fs::remove(partition / "flush.mark"));
         for (const auto& entry : fs::recursive_directory_iterator(partition)) {
             if (entry.is_regular_file()) {
                 files.emplace(fs::relative(entry.path(), partition).string(), read_file(entry.path()));

@@ -5,8 +5,9 @@
 // have written any of them back), optionally with one torn page (only some of its 512-byte sectors
 // new), and opens a topic on each image. Recovery must yield exactly a prefix of what was produced
 // that contains every flushed record, and a committed group must never resume before its last
-// acknowledged commit. Images whose flushed data is damaged must fail fast with corrupt_data or cut
-// exactly at the damaged record.
+// acknowledged commit. Power-loss images whose flushed data is damaged must fail fast with
+// corrupt_data or cut exactly at the damaged record when nothing durable vouches for it; crash images
+// that kept the page cache (SIGKILL) whose flushed data is damaged must fail with corrupt_data.
 #include "bufferqueue/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
@@ -352,6 +353,7 @@ struct power_loss_figures {
     std::size_t torn = 0;
     std::size_t damaged = 0;
     std::size_t damaged_rejected = 0;
+    std::size_t killed_damaged = 0;
 };
 
 void run_power_loss(bq::flush_strategy flush, std::optional<std::size_t> retention, unsigned seed,
@@ -456,8 +458,39 @@ void run_power_loss(bq::flush_strategy flush, std::optional<std::size_t> retenti
             }
         }
 
-        // Damage inside the flushed data: fail fast, or cut exactly at the damaged record when
-        // nothing vouches for it.
+        // Damage inside flushed data after a crash that kept the page cache (SIGKILL: the image is
+        // what the files held at that moment): every flushed record is vouched for (by flush.mark,
+        // stored after each msync, by producer.offset or by a later segment), so damage in any of
+        // them is corrupt_data naming the partition, never a cut.
+        {
+            // The flushed records still in the log of the image (retention may have moved on since).
+            std::vector<walked_record> intact;
+            for (const walked_record& each : walk(moment.current, partition, options.segment_size)) {
+                if (std::any_of(flushed.begin(), flushed.end(), [&](const walked_record& durable) {
+                        return durable.file == each.file && durable.begin == each.begin && durable.end == each.end;
+                    })) {
+                    intact.push_back(each);
+                }
+            }
+            if (!intact.empty()) {
+                const walked_record& victim = intact[random() % intact.size()];
+                file_map image = moment.current;
+                bytes& contents = image.at(victim.file);
+                const std::uint64_t position = victim.begin + random() % (victim.end - victim.begin);
+                contents[position] ^= static_cast<std::byte>(1U << (random() % 8));
+                const opened result = open_image(image, options);
+                ++figures.killed_damaged;
+                INFO("SIGKILL image: flipped byte " << position << " of " << victim.file << " (record of item "
+                                                    << item_index(victim.payload) << ")");
+                REQUIRE(result.failure);
+                CHECK(result.failure->code() == bq::errc::corrupt_data);
+                CHECK(std::string(result.failure->what()).find(partition) != std::string::npos);
+            }
+        }
+
+        // Damage inside the flushed data after a power loss (the durable image, in which flush.mark,
+        // never synced, is absent): fail fast, or cut exactly at the damaged record when nothing
+        // durable vouches for it.
         if (!flushed.empty()) {
             const walked_record& victim = flushed[random() % flushed.size()];
             const std::size_t victim_index = item_index(victim.payload);
@@ -506,5 +539,7 @@ TEST_CASE("mmap power loss: every image of flushed state plus random dirty pages
     }
     CHECK(figures.images > 60);
     WARN("power loss: " << figures.images << " images (" << figures.torn << " with a torn page), " << figures.damaged
-                        << " with damaged flushed data (" << figures.damaged_rejected << " rejected as corrupt_data)");
+                        << " with damaged flushed data (" << figures.damaged_rejected << " rejected as corrupt_data), "
+                        << figures.killed_damaged << " SIGKILL images with damaged flushed data");
+    CHECK(figures.killed_damaged > 10);
 }

@@ -149,6 +149,14 @@ void zero_from(const fs::path& path, std::uint64_t from)
     write_file(path, bytes);
 }
 
+// Removes flush.mark, which says how far the log was flushed: the state a power loss leaves when the
+// mark (never synced) had not been written back. Tests that rewind producer.offset to simulate a
+// tail that was never flushed remove it too, or it would vouch for that tail.
+void forget_flush_mark(const fs::path& folder)
+{
+    REQUIRE(fs::remove(folder / "flush.mark"));
+}
+
 void flip_byte(const fs::path& path, std::uint64_t position)
 {
     std::vector<unsigned char> bytes = file_bytes(path);
@@ -293,6 +301,7 @@ TEST_CASE("mmap recovery: a cut after any byte of the last record keeps exactly 
     REQUIRE(checkpoint(partition_path(pristine) / "producer.offset") == last_end);
     // The last record was written after the latest producer.offset (as when a process dies mid-write).
     write_checkpoint(partition_path(pristine) / "producer.offset", last_start);
+    forget_flush_mark(partition_path(pristine));
 
     for (std::uint64_t cut = last_start; cut <= last_end; ++cut) {
         INFO("bytes kept: " << cut);
@@ -326,6 +335,7 @@ TEST_CASE("mmap recovery: without producer.offset the whole log is scanned and a
         topic.produce(numbered(0, 20));  // 13 in segment 0, 7 in segment 1
     }
     fs::remove(folder / "producer.offset");
+    forget_flush_mark(folder);
     zero_from(segment_path(folder, 1), first_offset + 6 * 16 + 5);  // the 20th record is torn
     open_topic topic(string_topic(directory.path(), 256));
     CHECK(topic.drain("g") == numbered(0, 19));
@@ -354,7 +364,8 @@ TEST_CASE("mmap recovery: a damaged record after producer.offset is cut off and 
     }
     const fs::path log = segment_path(folder, 0);
     write_checkpoint(folder / "producer.offset", first_offset + 16);  // vouches for "A" only
-    flip_byte(log, first_offset + 16 + 8 + 3);                        // inside "B"'s payload
+    forget_flush_mark(folder);
+    flip_byte(log, first_offset + 16 + 8 + 3);  // inside "B"'s payload
     {
         open_topic topic(string_topic(directory.path(), 1024));
         CHECK(topic.drain("g") == std::vector<std::string>{"AAAAAAAA"});
@@ -706,6 +717,7 @@ TEST_CASE("mmap recovery: a last segment ended by a marker reopens without creat
     // The process stopped after ending segment 0, before segment 1 was created.
     fs::remove(segment_path(folder, 1));
     write_checkpoint(folder / "producer.offset", first_offset + 13 * 16);
+    forget_flush_mark(folder);
     const auto before = snapshot(directory.path());
     {
         open_topic topic(options);
@@ -738,6 +750,7 @@ TEST_CASE("mmap recovery: a segment-end marker stays final even when a smaller r
     }
     fs::remove(segment_path(folder, 1));
     write_checkpoint(folder / "producer.offset", first_offset + 10 * 16);
+    forget_flush_mark(folder);
     {
         open_topic topic(options);
         topic.produce({"small"});  // would fit at byte 200 of segment 0

@@ -7,6 +7,7 @@
 #include "bufferqueue/error.hpp"
 
 #include <algorithm>
+#include <array>
 #include <initializer_list>
 #include <optional>
 #include <span>
@@ -569,5 +570,25 @@ TEST_CASE("segment format: segment file names are 20 digits and .log", "[segment
           "-0000000000000000042.log"}) {
         INFO("name " << name);
         CHECK_FALSE(detail::parse_segment_file_name(name).has_value());
+    }
+}
+
+TEST_CASE("segment format: a flush mark holds an offset and its CRC, and a damaged mark reads as none",
+          "[segment_format]")
+{
+    const auto mark = detail::make_flush_mark(4136);
+    const std::array<unsigned char, 16> expected = {0x28, 0x10, 0, 0, 0, 0, 0, 0, 0x6F, 0x29, 0x48, 0x5F, 0, 0, 0, 0};
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+        CHECK(std::to_integer<unsigned char>(mark[i]) == expected[i]);
+    }
+    CHECK(detail::read_flush_mark(mark) == std::optional<std::uint64_t>(4136));
+    CHECK(detail::read_flush_mark(detail::make_flush_mark(0)) == std::optional<std::uint64_t>(0));
+    CHECK_FALSE(detail::read_flush_mark(std::array<std::byte, 16>{}));  // never written: zeros
+    CHECK_FALSE(detail::read_flush_mark(std::span<const std::byte>(mark.data(), 15)));
+    for (std::size_t i = 0; i < mark.size(); ++i) {
+        auto damaged = mark;
+        damaged[i] ^= std::byte{0x01};
+        INFO("byte " << i);
+        CHECK_FALSE(detail::read_flush_mark(damaged));
     }
 }

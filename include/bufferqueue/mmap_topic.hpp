@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/basic_topic.hpp"
 #include "bufferqueue/detail/file.hpp"
 #include "bufferqueue/detail/mmap_partition.hpp"
+#include "bufferqueue/detail/mmap_recovery.hpp"
 #include "bufferqueue/detail/segment_format.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/memory_topic.hpp"
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <filesystem>
 #include <memory>
 #include <optional>
@@ -66,8 +68,10 @@ inline void validate_topic_folder_name(const std::string& name)
 }
 
 /// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
-/// topic. Throws `bufferqueue::error`: `invalid_argument` naming the option at fault, `corrupt_data`
-/// naming the file and offset, `io_error` (also when another queue holds the folder open).
+/// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
+/// changes no file of any partition. Throws `bufferqueue::error`: `invalid_argument` naming the
+/// option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue
+/// holds the folder open).
 template <class T>
 std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
                                           std::shared_ptr<io_pool> blocking_pool)
@@ -110,9 +114,9 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
 
     using partition_type = mmap_partition<T>;
     using slot = partition_slot<partition_type>;
-    std::vector<std::unique_ptr<slot>> slots;
+    std::vector<typename partition_type::settings> configurations;
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        slots.push_back(std::make_unique<slot>(
+        configurations.push_back(
             typename partition_type::settings{.topic = options.name,
                                               .partition = partition,
                                               .folder = partition_folder(topic_folder, partition),
@@ -120,7 +124,20 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
                                               .flush = options.flush,
                                               .flush_batch_size = options.flush_batch_size,
                                               .max_retained_consumed_segments = options.max_retained_consumed_segments,
-                                              .serializer = options.serializer}));
+                                              .serializer = options.serializer});
+    }
+    // Every partition is validated before any is repaired, so a failed open changes no file.
+    std::deque<mmap_recovered_state> recovered;  // a deque: the state is move-only
+    for (const auto& configuration : configurations) {
+        recovered.push_back(recover_mmap_partition(partition_type::partition_files(configuration)));
+    }
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        apply_mmap_recovery(partition_type::partition_files(configurations[partition]), recovered[partition],
+                            partition_type::reservation_chunk);
+    }
+    std::vector<std::unique_ptr<slot>> slots;
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        slots.push_back(std::make_unique<slot>(std::move(configurations[partition]), std::move(recovered[partition])));
     }
     // Only once every partition opened: a failed open changes no partition's segments.
     for (const auto& each : slots) {

@@ -6,6 +6,7 @@
 #include "bufferqueue/detail/file.hpp"
 #include "bufferqueue/detail/group_path.hpp"
 #include "bufferqueue/detail/mmap_group_folder.hpp"
+#include "bufferqueue/detail/mmap_recovery.hpp"
 #include "bufferqueue/detail/mmap_retention.hpp"
 #include "bufferqueue/detail/segment_format.hpp"
 #include "bufferqueue/error.hpp"
@@ -46,9 +47,11 @@ inline std::string partition_folder(const std::string& topic_folder, std::size_t
 ///
 /// Files in the partition folder: segment files `{index:020}.log` of `segment_size` bytes,
 /// `producer.offset`, `earliest.offset` and `offsets/{escaped group}/consumer.offset`, each
-/// checkpoint an 8-byte little-endian log position. Offsets are `segment index * segment_size +
-/// byte position` of a record boundary, normalized when written (a group that read a segment to
-/// its end before the writer ended it keeps the marker's position until retention rewrites it).
+/// checkpoint an 8-byte little-endian log position, and `flush.mark` (how far the log was flushed,
+/// stored through a mapping after every msync and never synced). Recovery is in mmap_recovery.hpp.
+/// Offsets are `segment index * segment_size + byte position` of a record boundary, normalized
+/// when written (a group that read a segment to its end before the writer ended it keeps the
+/// marker's position until retention rewrites it).
 ///
 /// Appends are serialized by a mutex: serialize, check the size, roll over when the record does not
 /// fit, reserve disk blocks ahead of the write position (so a full disk is an error, not SIGBUS),
@@ -75,17 +78,41 @@ public:
         std::string group;
         std::string checkpoint_path;
         std::atomic<std::uint64_t> committed{0};
+        // A pull from `committed` found no record before this offset (only a segment-end marker):
+        // has_data stays false until the log grows past it. Written by pull.
+        std::atomic<std::uint64_t> idle_until{0};
         std::vector<T> decoded;
     };
 
     /// Opens (and recovers) or creates the partition. Throws `bufferqueue::error`: `corrupt_data`
-    /// naming the file and offset for inconsistent state, `io_error` for OS failures.
-    explicit mmap_partition(settings configuration)
-        : settings_(std::move(configuration)), producer_path_(settings_.folder + "/producer.offset"),
-          earliest_path_(settings_.folder + "/earliest.offset"), offsets_folder_(settings_.folder + "/offsets")
+    /// naming the file and offset for inconsistent state (then no file was changed), `io_error`
+    /// for OS failures.
+    explicit mmap_partition(settings configuration) : mmap_partition(std::move(configuration), std::nullopt) {}
+
+    /// Takes over a partition that `recover_mmap_partition` recovered and `apply_mmap_recovery`
+    /// repaired (the topic recovers every partition before it repairs any). Never throws for the
+    /// state itself.
+    mmap_partition(settings configuration, std::optional<mmap_recovered_state> recovered)
+        : settings_(std::move(configuration)), files_(partition_files(settings_)),
+          producer_path_(files_.producer_path()), earliest_path_(files_.earliest_path()),
+          offsets_folder_(files_.offsets_folder())
     {
-        recover();
+        if (!recovered) {
+            recovered = recover_mmap_partition(files_);
+            apply_mmap_recovery(files_, *recovered, reservation_chunk);
+        }
+        take_over(std::move(*recovered));
     }
+
+    /// The file layout and error prefix of the partition `configuration` describes.
+    static mmap_partition_files partition_files(const settings& configuration)
+    {
+        return {"topic '" + configuration.topic + "' partition " + std::to_string(configuration.partition),
+                configuration.folder, configuration.segment_size};
+    }
+
+    /// The chunk of disk blocks reserved at a time (also when recovery creates a segment).
+    static constexpr std::uint64_t reservation_chunk = 4 * 1024 * 1024;
 
     mmap_partition(const mmap_partition&) = delete;
     mmap_partition& operator=(const mmap_partition&) = delete;
@@ -190,6 +217,11 @@ public:
                 position = next_segment;
             }
         }
+        if (reader.decoded.empty() && max_items > 0) {
+            // Nothing but a marker before `end` (a group at a segment-end marker whose next segment
+            // holds no record yet): has_data stays false until a record is published.
+            reader.idle_until.store(end, std::memory_order_relaxed);
+        }
         return {std::span<const T>(reader.decoded), position};
     }
 
@@ -246,9 +278,14 @@ public:
 
     void release_batch(cursor&) noexcept {}
 
+    // True when a record lies between the cursor's position and the published end: false also when
+    // only a segment-end marker does (the last pull found no record before `idle_until`), so that a
+    // waiting consumer parks instead of pulling nothing again and again.
     bool has_data(const cursor& reader) const noexcept
     {
-        return published_end_.load(std::memory_order_acquire) > reader.committed.load(std::memory_order_relaxed);
+        const std::uint64_t end = published_end_.load(std::memory_order_acquire);
+        return end > reader.committed.load(std::memory_order_relaxed) &&
+               end > reader.idle_until.load(std::memory_order_relaxed);
     }
 
     /// Flushes what is pending (best effort), unmaps and closes every file. Idempotent.
@@ -268,6 +305,7 @@ public:
         closed_.store(true, std::memory_order_release);
         segments_.clear();
         tail_ = nullptr;
+        flush_mark_.unmap();
     }
 
     /// Logical offset one past the newest published record.
@@ -281,24 +319,14 @@ public:
     }
 
 private:
-    struct segment_file {
-        std::uint64_t index = 0;
-        std::string path;
-        unique_fd file;
-        mapped_region region;
-        std::uint64_t reserved_end = 0;  // bytes [0, reserved_end) have disk blocks
-    };
+    using segment_file = mmap_segment_file;
 
-    static constexpr std::uint64_t reservation_chunk = 4 * 1024 * 1024;
     // Bounds on how far producer.offset lags the flushed data on the produce path (see
     // producer_hint_due).
     static constexpr std::size_t producer_hint_records = 64 * 1024;
     static constexpr std::chrono::steady_clock::duration producer_hint_period = std::chrono::seconds(1);
 
-    std::string describe_partition() const
-    {
-        return "topic '" + settings_.topic + "' partition " + std::to_string(settings_.partition);
-    }
+    const std::string& describe_partition() const { return files_.description; }
 
     void require_open() const
     {
@@ -306,8 +334,6 @@ private:
             throw error(errc::closed, describe_partition() + " is closed");
         }
     }
-
-    std::string segment_path(std::uint64_t index) const { return settings_.folder + "/" + segment_file_name(index); }
 
     // `position` in segment `index`, as a normalized offset: the end of a full segment is the next
     // segment's first record boundary.
@@ -364,6 +390,17 @@ private:
         ++records_since_checkpoint_;
     }
 
+    // After an msync of the log completed: the flush mark vouches for everything before
+    // `flushed_end` (a store into the mapped flush.mark, never synced; see segment_format.hpp), so
+    // recovery reports damage there instead of cutting it as a torn tail. No extra system call.
+    void mark_flushed(std::uint64_t flushed_end) noexcept
+    {
+        if (flush_mark_.data() != nullptr) {
+            const auto mark = make_flush_mark(logical_offset(tail_->index, flushed_end, settings_.segment_size));
+            std::memcpy(flush_mark_.data(), mark.data(), mark.size());
+        }
+    }
+
     // Records end at least `record_header_size` bytes before the end of a segment, so every segment
     // this writer fills ends with a segment-end marker, and a rollover happens before the record that
     // does not fit is written (a failed rollover leaves nothing half-done).
@@ -389,8 +426,9 @@ private:
             tail_->region.flush(flushed_position_, flush_end - flushed_position_);
             flushed_position_ = flush_end;
         }
+        mark_flushed(tail_position_);  // the records before the marker
         unflushed_records_ = 0;
-        std::unique_ptr<segment_file> next = create_segment(tail_->index + 1);
+        std::unique_ptr<segment_file> next = create_mmap_segment(files_, tail_->index + 1, reservation_chunk);
         {
             std::unique_lock lock(segments_mutex_);
             segments_.push_back(std::move(next));
@@ -402,45 +440,14 @@ private:
         write_producer_hint();
     }
 
-    std::unique_ptr<segment_file> create_segment(std::uint64_t index)
-    {
-        auto segment = std::make_unique<segment_file>();
-        segment->index = index;
-        segment->path = segment_path(index);
-        const std::string temporary = segment->path + std::string(temporary_suffix);
-        try {
-            unique_fd file = open_file(temporary, open_mode::create_or_truncate);
-            truncate_file(file, settings_.segment_size);
-            const std::uint64_t first_chunk = std::min(settings_.segment_size, reservation_chunk);
-            preallocate(file, 0, first_chunk);
-            const auto header = make_segment_header(index, settings_.segment_size);
-            write_at(file, 0, header);
-            fsync_file(file);
-            rename_file(temporary, segment->path);
-            // From here on the file has its final name: errors (and flush reports) must name it.
-            file = unique_fd(file.release(), segment->path);
-            fsync_directory(settings_.folder);
-            segment->reserved_end = first_chunk;
-            segment->region = map_file(file, static_cast<std::size_t>(settings_.segment_size));
-            segment->file = std::move(file);
-        } catch (...) {
-            try {
-                remove_file(temporary);
-            } catch (...) {
-                // The next open removes leftover temporary files.
-            }
-            throw;
-        }
-        return segment;
-    }
-
-    // Flushes the tail's pending bytes; writes producer.offset when forced (a failure throws) or
-    // due (best effort, see write_producer_hint).
+    // Flushes the tail's pending bytes (one msync, then the flush mark); writes producer.offset when
+    // forced (a failure throws) or due (best effort, see write_producer_hint).
     void flush_locked(bool force_checkpoint)
     {
         if (tail_position_ > flushed_position_) {
             tail_->region.flush(flushed_position_, tail_position_ - flushed_position_);
             flushed_position_ = tail_position_;
+            mark_flushed(flushed_position_);
         }
         unflushed_records_ = 0;
         if (force_checkpoint) {
@@ -580,265 +587,29 @@ private:
         return first_record_offset(at.segment_index + 1, settings_.segment_size);
     }
 
-    // ---- recovery --------------------------------------------------------------------------------
-
-    [[noreturn]] void corrupt(const std::string& file, const std::string& problem) const
+    // Takes over the recovered (and repaired) state of the partition.
+    void take_over(mmap_recovered_state recovered)
     {
-        throw error(errc::corrupt_data, describe_partition() + ": " + file + ": " + problem);
-    }
-
-    // Opens the partition from what is on disk. Everything is validated before anything is
-    // changed, so a `corrupt_data` failure leaves every file as it was; only `.tmp` leftovers of
-    // interrupted atomic writes are removed first.
-    void recover()
-    {
-        make_directories(settings_.folder);
-        remove_temporary_files(settings_.folder);
-        remove_temporary_files(offsets_folder_);
-        if (path_exists(offsets_folder_)) {
-            for (const directory_entry& entry : list_directory(offsets_folder_)) {
-                if (entry.kind == entry_kind::directory) {
-                    remove_temporary_files(offsets_folder_ + "/" + entry.name);  // consumer.offset.tmp
-                }
-            }
-        }
-
-        const std::optional<std::uint64_t> earliest_checkpoint = read_checkpoint(earliest_path_);
-        const std::optional<std::uint64_t> producer_checkpoint = read_checkpoint(producer_path_);
-        std::vector<std::uint64_t> indices;
-        for (const directory_entry& entry : list_directory(settings_.folder)) {
-            if (const auto index = parse_segment_file_name(entry.name)) {
-                indices.push_back(*index);
-            }
-        }
-        std::sort(indices.begin(), indices.end());
-        const bool has_groups = path_exists(offsets_folder_) && !list_directory(offsets_folder_).empty();
-
-        if (indices.empty()) {
-            if (earliest_checkpoint || producer_checkpoint || has_groups) {
-                corrupt(settings_.folder,
-                        "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
-            }
-            // A new, empty partition.
-            segments_.push_back(create_segment(0));
-            first_segment_index_ = 0;
-            tail_ = segments_.back().get();
-            tail_position_ = segment_header_size;
-            flushed_position_ = segment_header_size;
-            earliest_offset_ = first_record_offset(0, settings_.segment_size);
-            publish();
-            return;
-        }
-
-        // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
-        std::uint64_t first_index = 0;
-        if (earliest_checkpoint && *earliest_checkpoint != 0) {
-            const segment_position at = split_offset(*earliest_checkpoint, settings_.segment_size);
-            if (at.position != segment_header_size) {
-                corrupt(earliest_path_, "holds offset " + std::to_string(*earliest_checkpoint) +
-                                            ", which is not the start of a segment");
-            }
-            first_index = at.segment_index;
-        }
-        earliest_offset_ = first_record_offset(first_index, settings_.segment_size);
-        if (producer_checkpoint && *producer_checkpoint < earliest_offset_) {
-            corrupt(earliest_path_, "holds offset " + std::to_string(earliest_offset_) + ", greater than offset " +
-                                        std::to_string(*producer_checkpoint) + " in " + producer_path_);
-        }
-
-        // Segments below the earliest one are leftovers of an interrupted deletion, removed once
-        // everything else checks out.
-        std::vector<std::uint64_t> leftovers;
-        for (const std::uint64_t index : indices) {
-            if (index < first_index) {
-                leftovers.push_back(index);
-            }
-        }
-        std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
-        if (indices.empty() || indices.front() != first_index) {
-            corrupt(segment_path(first_index), "is missing, but " + earliest_path_ + " says it is retained");
-        }
-        for (std::size_t i = 0; i < indices.size(); ++i) {
-            if (indices[i] != first_index + i) {
-                corrupt(segment_path(first_index + i), "is missing inside the retained range (segments " +
-                                                           std::to_string(first_index) + " to " +
-                                                           std::to_string(indices.back()) + ")");
-            }
-            segments_.push_back(open_segment(indices[i]));
-        }
-        first_segment_index_ = first_index;
-
-        std::uint64_t scan_from = earliest_offset_;
-        if (producer_checkpoint) {
-            verify_vouched_range(*producer_checkpoint);
-            scan_from = *producer_checkpoint;
-        }
-        const std::uint64_t end = scan_to_end(scan_from);
-        load_groups(end);
-
-        // Consistent: clean up and take the tail over.
-        for (const std::uint64_t index : leftovers) {
-            remove_file(segment_path(index));
-        }
-        if (!leftovers.empty()) {
-            fsync_directory(settings_.folder);
-        }
-        const segment_position at = split_offset(end, settings_.segment_size);
+        segments_ = std::move(recovered.segments);
+        first_segment_index_ = recovered.first_segment_index;
+        earliest_offset_ = recovered.earliest_offset;
+        group_offsets_ = std::move(recovered.group_offsets);
         tail_ = segments_.back().get();
-        tail_position_ = at.position;
-        flushed_position_ = at.position;
-        tail_->reserved_end = tail_position_;  // blocks behind the data exist; reserve from here on
+        tail_position_ = recovered.tail_position;
+        // A recovered tail past what is known durable is flushed before anything vouches for it:
+        // the next flush (every commit whose checkpoint covers it, close, rollover) msyncs it.
+        flushed_position_ = recovered.flushed_position;
         // A last segment ended by a marker whose successor was never created (the process stopped
         // in a rollover, or the disk was full) stays ended: the next append creates the successor,
         // so a topic on a full disk can still be opened and read.
-        tail_ended_ = is_segment_end(tail_->region.bytes(), tail_position_);
-        cut_torn_tail(tail_ended_ ? tail_position_ + record_header_size : tail_position_);
-        checkpointed_offset_ = producer_checkpoint.value_or(0);
+        tail_ended_ = recovered.tail_ended;
+        flush_mark_ = std::move(recovered.flush_mark);
+        checkpointed_offset_ = recovered.checkpointed_offset;
         publish();
     }
 
-    std::unique_ptr<segment_file> open_segment(std::uint64_t index)
-    {
-        auto segment = std::make_unique<segment_file>();
-        segment->index = index;
-        segment->path = segment_path(index);
-        segment->file = open_file(segment->path, open_mode::read_write);
-        const std::uint64_t size = file_size(segment->file);
-        if (size != settings_.segment_size) {
-            corrupt(segment->path, "has " + std::to_string(size) + " bytes, but the topic's segment_size is " +
-                                       std::to_string(settings_.segment_size));
-        }
-        segment->region = map_file(segment->file, static_cast<std::size_t>(size));
-        check_segment_header(segment->region.bytes(), index, settings_.segment_size, segment->path);
-        return segment;
-    }
-
-    // Every record from earliest.offset up to producer.offset must be intact: that range was
-    // flushed before producer.offset advanced, so a bad checksum there is corruption, not a torn tail.
-    void verify_vouched_range(std::uint64_t producer_offset)
-    {
-        const segment_position target = split_offset(producer_offset, settings_.segment_size);
-        const std::uint64_t last_index = first_segment_index_ + segments_.size() - 1;
-        if (target.segment_index > last_index || target.position < segment_header_size) {
-            corrupt(producer_path_, "holds offset " + std::to_string(producer_offset) +
-                                        ", ahead of the log (last segment " + std::to_string(last_index) + ")");
-        }
-        for (std::uint64_t index = first_segment_index_; index <= target.segment_index; ++index) {
-            const segment_file& segment = segment_at(index);
-            const bool last = index == target.segment_index;
-            const scan_result scanned = scan_segment(segment.region.bytes(), segment_header_size,
-                                                     last ? target.position : settings_.segment_size);
-            if (!last && !scanned.segment_complete()) {
-                corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
-                                          std::to_string(scanned.end_position) + ", inside the range " +
-                                          producer_path_ + " vouches for (up to offset " +
-                                          std::to_string(producer_offset) + ")");
-            }
-            if (last && scanned.end_position != target.position) {
-                if (scanned.end_position < target.position) {
-                    corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
-                                              std::to_string(scanned.end_position) + ", inside the range " +
-                                              producer_path_ + " vouches for (up to offset " +
-                                              std::to_string(producer_offset) + ")");
-                }
-                corrupt(producer_path_, "holds offset " + std::to_string(producer_offset) +
-                                            ", which is not a record boundary of " + segment.path);
-            }
-        }
-    }
-
-    // Walks valid records forward from `from` to the end of the log; cuts nothing yet.
-    std::uint64_t scan_to_end(std::uint64_t from)
-    {
-        segment_position at = split_offset(from, settings_.segment_size);
-        for (;;) {
-            const segment_file& segment = segment_at(at.segment_index);
-            const scan_result scanned = scan_segment(segment.region.bytes(), at.position);
-            const bool last = at.segment_index + 1 == first_segment_index_ + segments_.size();
-            if (scanned.segment_complete()) {
-                if (last && scanned.reason == scan_stop::segment_end_marker) {
-                    // Ended, but its successor was never created: the log ends at the marker.
-                    return logical_offset(at.segment_index, scanned.end_position, settings_.segment_size);
-                }
-                if (last) {
-                    // A segment filled to its very end (no room for a marker; this writer always
-                    // leaves room): its successor is needed to hold the next record boundary.
-                    segments_.push_back(create_segment(at.segment_index + 1));
-                }
-                at = {at.segment_index + 1, segment_header_size};
-                continue;
-            }
-            if (!last) {
-                corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
-                                          std::to_string(scanned.end_position) + ", but a later segment exists");
-            }
-            return logical_offset(at.segment_index, scanned.end_position, settings_.segment_size);
-        }
-    }
-
-    // Zeroes whatever follows the last valid record (or the final segment-end marker) in the tail,
-    // from byte `from` on, so stale bytes can never line up with a later record and come back to
-    // life.
-    void cut_torn_tail(std::uint64_t from)
-    {
-        const std::span<std::byte> bytes = tail_->region.bytes();
-        std::size_t last_nonzero = from;
-        for (std::size_t i = bytes.size(); i > from; --i) {
-            if (bytes[i - 1] != std::byte{0}) {
-                last_nonzero = i;
-                break;
-            }
-        }
-        if (last_nonzero == from) {
-            return;
-        }
-        std::memset(bytes.data() + from, 0, last_nonzero - from);
-        tail_->region.flush(from, last_nonzero - from);
-    }
-
-    void load_groups(std::uint64_t end)
-    {
-        if (!path_exists(offsets_folder_)) {
-            return;
-        }
-        for (const directory_entry& entry : list_directory(offsets_folder_)) {
-            if (entry.kind != entry_kind::directory) {
-                continue;
-            }
-            const std::string folder = offsets_folder_ + "/" + entry.name;
-            std::string group;
-            try {
-                group = unescape_group_name(entry.name);
-            } catch (const error& failure) {
-                corrupt(folder, std::string("is not the folder of a consumer group: ") + failure.what());
-            }
-            const std::string path = folder + "/consumer.offset";
-            const std::optional<std::uint64_t> offset = read_checkpoint(path);
-            if (!offset) {
-                corrupt(folder, "has no consumer.offset");
-            }
-            validate_group_offset(*offset, path, end);
-            group_offsets_.emplace(std::move(group), *offset);
-        }
-    }
-
-    void validate_group_offset(std::uint64_t offset, const std::string& path, std::uint64_t end) const
-    {
-        const std::string value = "holds offset " + std::to_string(offset);
-        if (offset < earliest_offset_) {
-            corrupt(path, value + ", before earliest.offset " + std::to_string(earliest_offset_));
-        }
-        if (offset > end) {
-            corrupt(path, value + ", ahead of the log (which ends at " + std::to_string(end) + ")");
-        }
-        const segment_position at = split_offset(offset, settings_.segment_size);
-        if (at.position < segment_header_size ||
-            !is_record_boundary(segment_at(at.segment_index).region.bytes(), at.position)) {
-            corrupt(path, value + ", which is not a record boundary");
-        }
-    }
-
     settings settings_;
+    const mmap_partition_files files_;
     const std::string producer_path_;
     const std::string earliest_path_;
     const std::string offsets_folder_;
@@ -849,6 +620,7 @@ private:
     std::uint64_t tail_position_ = 0;           // guarded by append_mutex_
     std::uint64_t flushed_position_ = 0;        // guarded by append_mutex_
     bool tail_ended_ = false;                   // the tail holds a segment-end marker; append_mutex_
+    mapped_region flush_mark_;                  // flush.mark, written under append_mutex_
     std::uint64_t checkpointed_offset_ = 0;     // guarded by append_mutex_
     std::size_t unflushed_records_ = 0;         // guarded by append_mutex_
     std::size_t records_since_checkpoint_ = 0;  // guarded by append_mutex_

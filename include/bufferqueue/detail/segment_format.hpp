@@ -35,6 +35,20 @@
 // the end of the segment, or its padding is not zero), and so does a flipped bit anywhere in a
 // record or in a marker.
 //
+// Flush mark: the partition file `flush.mark` (16 bytes) says how far the log was flushed, so that
+// recovery can tell damage inside flushed data from a torn tail without an extra fsync per flush:
+//
+//   offset size field
+//        0    8 logical offset F (below): every byte of the log before F was flushed (msync done)
+//        8    4 CRC-32C of bytes 0..7
+//       12    4 reserved, 0
+//
+// The writer maps the file once and stores a new mark after every msync of the log has completed:
+// a memory store, never synced itself. It reaches the disk with the kernel's writeback, so after a
+// crash that kept the page cache (SIGKILL) it covers every completed flush, and after a power loss
+// it may be older (or absent, or not valid: then recovery ignores it) but never claims more than
+// was flushed. F is always a record boundary. The segment format itself is unchanged by it.
+//
 // Logical offsets: `offset = segment_index * segment_size + position`, where position is a byte
 // position within the segment file. A record boundary is position 40 (right after the header) or
 // the position right after a complete valid record. An offset that points at a segment-end marker
@@ -298,6 +312,21 @@ constexpr std::uint64_t first_record_offset(std::uint64_t segment_index, std::ui
 /// that `position` is a record boundary. Thread-safe; never allocates.
 std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t segment_index,
                                std::uint64_t position) noexcept;
+
+// ---------------------------------------------------------------------------------------------
+// Flush mark
+// ---------------------------------------------------------------------------------------------
+
+/// The size of a partition's flush mark file, `flush.mark`.
+inline constexpr std::uint64_t flush_mark_size = 16;
+
+/// The 16 bytes of a flush mark for logical offset `offset`. Never allocates.
+std::array<std::byte, flush_mark_size> make_flush_mark(std::uint64_t offset) noexcept;
+
+/// The offset in the flush mark `mark` (its first `flush_mark_size` bytes), or `std::nullopt` when
+/// it is shorter, its CRC does not match or its reserved field is not zero (a mark never written,
+/// or torn: recovery then knows no more than the checkpoints say). Never allocates.
+std::optional<std::uint64_t> read_flush_mark(std::span<const std::byte> mark) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // File names
