@@ -1096,3 +1096,97 @@ TEST_CASE("concurrency: memory partition appends from many threads are read in o
     }
     CHECK(partition.end_offset() == std::uint64_t{writer_count} * per_writer);
 }
+
+namespace {
+
+// Reads everything `consumer` can deliver now, committing each batch, as (partition, items) pairs.
+std::vector<std::pair<std::size_t, std::vector<int>>> drain_batches(bq::pull_consumer<int>& consumer,
+                                                                    asio::io_context& io)
+{
+    std::vector<std::pair<std::size_t, std::vector<int>>> batches;
+    for (int round = 0; round < 100; ++round) {
+        const std::optional<bq::batch<int>> delivered = consumer.try_consume();
+        if (!delivered) {
+            break;
+        }
+        batches.emplace_back(delivered->partition(), std::vector<int>(delivered->begin(), delivered->end()));
+        consumer.commit([](boost::system::error_code error) { REQUIRE_FALSE(error); });
+        io.restart();
+        io.poll();
+    }
+    return batches;
+}
+
+// Commits what `consumer` delivers `count` times on a new thread, which then runs `io` until it runs
+// out of work: room freed there completes waiting produces on that thread. Returns how many of
+// those pulls and commits failed (assertions stay on the test's thread).
+int commit_and_run_elsewhere(bq::pull_consumer<int>& consumer, asio::io_context& io, int count)
+{
+    int failures = 0;
+    std::thread io_thread([&] {
+        for (int i = 0; i < count; ++i) {
+            if (!consumer.try_consume()) {
+                ++failures;
+            }
+            consumer.commit([&](boost::system::error_code error) { failures += error ? 1 : 0; });
+        }
+        io.restart();
+        io.run_for(hang_guard);
+    });
+    io_thread.join();
+    return failures;
+}
+
+}  // namespace
+
+TEST_CASE("concurrency: a waiting batch continues its producer's round robin when another thread completes it",
+          "[concurrency][memory][capacity]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "bounded", .partitions = 4, .bounded_capacity = 2});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "g", .batch_size = 10});
+    auto producer = queue.producer<int>("bounded");
+
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::vector<int>{1, 2, 3, 4}, [&](boost::system::error_code error) { result = error; });
+    // The first slice is stored on this thread; the second once the io thread frees the room.
+    CHECK(commit_and_run_elsewhere(consumer, io, 2) == 0);
+    REQUIRE(result.has_value());
+    CHECK_FALSE(*result);
+
+    std::string placed;
+    for (const auto& [partition, values] : drain_batches(consumer, io)) {
+        placed += "p" + std::to_string(partition) + ":";
+        for (const int value : values) {
+            placed += " " + std::to_string(value);
+        }
+        placed += "; ";
+    }
+    CHECK(placed == "p2: 3; p3: 4; ");
+}
+
+TEST_CASE("concurrency: one producer's items keep their order in a partition when another thread completes its wait",
+          "[concurrency][memory][capacity]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(
+        bq::memory_topic_options<int>{.name = "bounded", .partitions = 1, .bounded_capacity = 3, .producer_lanes = 4});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "g", .batch_size = 1});
+    auto producer = queue.producer<int>("bounded");
+
+    REQUIRE(producer.try_produce(1));
+    REQUIRE(producer.try_produce(2));
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::vector<int>{3, 4}, [&](boost::system::error_code error) { result = error; });
+    CHECK(commit_and_run_elsewhere(consumer, io, 1) == 0);
+    REQUIRE(result.has_value());
+    CHECK_FALSE(*result);
+
+    std::vector<int> delivered;
+    for (const auto& [partition, values] : drain_batches(consumer, io)) {
+        delivered.insert(delivered.end(), values.begin(), values.end());
+    }
+    CHECK(delivered == std::vector<int>{2, 3, 4});
+}

@@ -18,6 +18,7 @@
 #include <optional>
 #include <set>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -39,7 +40,10 @@ struct partition_slot {
 /// A typed topic over any `storage_partition`. Routing is per item: round-robin advances once per
 /// item (also inside a batch), a key selector sends equal keys to one partition in input order.
 /// A bounded topic admits a batch whole before routing it, so a failed admission neither
-/// advances round-robin selection nor holds capacity. Thread-safe.
+/// advances round-robin selection nor holds capacity. Admission is FIFO: while producers wait
+/// for room, nobody takes room ahead of them. A waiting produce stores its later slices in the
+/// lane, and with the round-robin position, of the thread that started it, whichever thread
+/// completes it. Thread-safe.
 template <class T, class Partition>
 class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
     static_assert(storage_partition<Partition, T>);
@@ -123,6 +127,7 @@ public:
         }
         if (gate_) {
             const bool may_wait = allow_wait && full_mode_ == full_mode::wait;
+            // try_acquire fails while others wait for room, so this produce queues behind them.
             if (items.size() > gate_->capacity() || !gate_->try_acquire(items.size())) {
                 return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
             }
@@ -133,7 +138,7 @@ public:
 
     void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
     {
-        auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation));
+        auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation), producer_thread_number());
         waiter->watch_cancellation();
         waiter->run();
     }
@@ -194,15 +199,17 @@ public:
     std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
 
 private:
-    // Routes and stores items whose room (if bounded) is already reserved.
-    void append_admitted(std::span<const T> items, const std::uint32_t* partitions)
+    // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
+    // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one).
+    void append_admitted(std::span<const T> items, const std::uint32_t* partitions,
+                         std::size_t producer = item_source<T>::calling_thread)
     {
         std::size_t stored = 0;
         try {
             if (partitions != nullptr) {
-                append_by_key(items, partitions, stored);
+                append_by_key(items, partitions, stored, producer);
             } else {
-                append_round_robin(items, stored);
+                append_round_robin(items, stored, producer);
             }
         } catch (...) {
             release_capacity(items.size() - stored);
@@ -228,15 +235,19 @@ private:
     }
 
     // Every producer lane advances its own position, so threads with lanes of their own never
-    // write a location another producer writes. An owned lane keeps the next partition itself (no
-    // read-modify-write, no division for a single item); the shared lane keeps a running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored)
+    // write a location another producer writes. An owned lane of an unbounded topic keeps the next
+    // partition itself (no read-modify-write, no division for a single item); the shared lane, and
+    // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
+    // running count.
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer)
     {
         const std::size_t partitions = slots_.size();
-        const std::size_t lane = producer_lane(producer_lanes_);
+        const std::size_t lane = producer == item_source<T>::calling_thread
+                                     ? producer_lane(producer_lanes_)
+                                     : producer_lane_of(producer, producer_lanes_);
         std::atomic<std::uint64_t>& position = round_robin_[lane].next;
         std::uint64_t first = 0;
-        if (lane + 1 < producer_lanes_) {
+        if (lane + 1 < producer_lanes_ && !gate_) {
             first = position.load(std::memory_order_relaxed);
             std::uint64_t next = first + items.size();
             if (next >= partitions) {
@@ -247,7 +258,7 @@ private:
             first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
         }
         if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr}, stored);
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
             return;
         }
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
@@ -258,14 +269,15 @@ private:
             const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr}, stored);
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer}, stored);
         }
     }
 
-    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored)
+    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
+                       std::size_t producer)
     {
         if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr}, stored);
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
             return;
         }
         // Counting sort of item indices by partition, in reusable per-thread buffers.
@@ -290,17 +302,21 @@ private:
         for (std::size_t partition = 0; partition < partition_total; ++partition) {
             const std::size_t count = starts[partition + 1] - starts[partition];
             if (count != 0) {
-                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition]}, stored);
+                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer},
+                          stored);
             }
         }
     }
 
     // A produce() in wait mode: admits its input in capacity-sized slices, each whole, in FIFO order
-    // with other waiting producers. Owns itself; deleted after it completes.
+    // with other waiting producers, and stores every slice in the lane of the thread that started
+    // it (`producer_`), whichever thread runs the continuation. Cancelled by the handler's
+    // cancellation slot or the operation's stop token. Owns itself; deleted after it completes.
     class produce_waiter final : public capacity_waiter {
     public:
-        produce_waiter(std::shared_ptr<basic_topic> topic, std::unique_ptr<produce_operation<T>> operation)
-            : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation))
+        produce_waiter(std::shared_ptr<basic_topic> topic, std::unique_ptr<produce_operation<T>> operation,
+                       std::size_t producer)
+            : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation)), producer_(producer)
         {
         }
 
@@ -308,7 +324,7 @@ private:
         {
             capacity_gate& gate = *topic_->gate_;
             for (;;) {
-                if (topic_->is_closed()) {
+                if (topic_->is_closed() || cancel_requested()) {
                     finish(boost::asio::error::operation_aborted);
                     return;
                 }
@@ -330,7 +346,8 @@ private:
         void granted() noexcept override
         {
             boost::asio::post(operation_->completion().executor(), [this] {
-                if (topic_->is_closed()) {
+                if (topic_->is_closed() || cancel_requested()) {
+                    // Cancelled after the room was granted: the slice is not stored; the room goes on.
                     topic_->release_capacity(requested());
                     finish(boost::asio::error::operation_aborted);
                 } else if (store_slice()) {
@@ -340,14 +357,13 @@ private:
         }
 
         // Per-operation cancellation while queued for room: earlier slices stay stored; the slice
-        // being waited for is not.
+        // being waited for is not. A stop already requested cancels at once (the callback runs here).
         void watch_cancellation()
         {
-            operation_->completion().on_cancel([this] {
-                if (topic_->gate_->remove(*this)) {
-                    aborted();
-                }
-            });
+            operation_->completion().on_cancel([this] { topic_->gate_->cancel(*this); });
+            if (operation_->stop_token().stop_possible()) {
+                stop_callback_.emplace(operation_->stop_token(), stop_requested{this});
+            }
         }
 
         void aborted() noexcept override
@@ -357,6 +373,11 @@ private:
         }
 
     private:
+        struct stop_requested {
+            produce_waiter* waiter;
+            void operator()() const noexcept { waiter->topic_->gate_->cancel(*waiter); }
+        };
+
         // Stores the admitted slice; false when the operation finished with an error instead.
         bool store_slice()
         {
@@ -364,7 +385,7 @@ private:
             const std::uint32_t* partitions = operation_->partitions();
             try {
                 topic_->append_admitted(operation_->items().subspan(done_, count),
-                                        partitions != nullptr ? partitions + done_ : nullptr);
+                                        partitions != nullptr ? partitions + done_ : nullptr, producer_);
             } catch (...) {
                 finish(current_exception_code(errc::invalid_argument));
                 return false;
@@ -373,6 +394,9 @@ private:
             return true;
         }
 
+        // Completes and deletes the waiter. Destroying `stop_callback_` (declared last, destroyed
+        // first) waits for a stop callback running on another thread to return; that callback only
+        // unqueues and posts.
         void finish(boost::system::error_code error)
         {
             operation_->completion().complete(error);
@@ -381,7 +405,9 @@ private:
 
         std::shared_ptr<basic_topic> topic_;
         std::unique_ptr<produce_operation<T>> operation_;
+        const std::size_t producer_;  // the producer_thread_number() of the thread that started it
         std::size_t done_ = 0;
+        std::optional<std::stop_callback<stop_requested>> stop_callback_;
     };
 
     const std::string name_;
