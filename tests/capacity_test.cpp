@@ -667,3 +667,28 @@ TEST_CASE("memory topic: cancelling an oversized waiting batch keeps the slices 
     CHECK(next_batch(consumer).empty());
     CHECK(topic.try_batch({6, 7}));
 }
+
+TEST_CASE("memory topic: cancelling the head waiting produce hands the free room to the produce behind it",
+          "[memory][capacity][cancellation]")
+{
+    bounded_topic topic(1, 2, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers");
+    REQUIRE(topic.producer.try_produce(1));
+
+    std::stop_source stop;
+    outcome head;
+    topic.producer.with_cancellation(stop.get_token()).produce(items{2, 3}, head.handler());
+    outcome behind;
+    topic.producer.produce(4, behind.handler());
+    drain(topic.io);
+    REQUIRE_FALSE(head.code);
+    REQUIRE_FALSE(behind.code);  // one unit is free, but FIFO keeps it for the head
+
+    stop.request_stop();
+    drain(topic.io);
+    REQUIRE(head.code);
+    CHECK(*head.code == boost::asio::error::operation_aborted);
+    REQUIRE(behind.code);
+    CHECK_FALSE(*behind.code);
+    CHECK(next_batch(consumer) == items{1, 4});
+}

@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -1189,4 +1190,100 @@ TEST_CASE("concurrency: one producer's items keep their order in a partition whe
         delivered.insert(delivered.end(), values.begin(), values.end());
     }
     CHECK(delivered == std::vector<int>{2, 3, 4});
+}
+
+TEST_CASE("concurrency: waiting produces completed on io threads share their producers' lanes with those producers",
+          "[concurrency][memory][capacity]")
+{
+    // Every producer thread leaves batches waiting for room and goes on with try_produce; the io
+    // threads store the granted slices in the producers' own lanes meanwhile. Every item arrives once.
+    constexpr std::uint32_t producer_count = 3;
+    constexpr std::uint32_t rounds = 300;
+    asio::thread_pool pool(2);
+    auto options = stamped_options("bounded", 4, false, 16);
+    options.bounded_capacity = 8;
+    options.full_mode = bq::full_mode::wait;
+    options.producer_lanes = 4;
+    const auto topic = std::dynamic_pointer_cast<stamped_topic>(
+        bq::detail::make_memory_topic<stamped>(std::move(options), pool.get_executor()));
+    REQUIRE(topic);
+    bq::pull_consumer<stamped> consumer(
+        topic->create_consumers({.topic = "bounded", .group = "g", .auto_commit = true, .batch_size = 7}, 1).front());
+
+    std::mutex mutex;
+    std::condition_variable progress;
+    std::size_t received = 0;                                                             // guarded by mutex
+    std::vector<std::vector<int>> seen(producer_count, std::vector<int>(rounds * 4, 0));  // guarded by mutex
+    failure_sink failures;
+    finish_line finished(1);
+    asio::co_spawn(
+        pool,
+        [&]() -> asio::awaitable<void> {
+            for (;;) {
+                boost::system::error_code error;
+                const bq::batch<stamped> delivered =
+                    co_await consumer.consume(asio::redirect_error(asio::use_awaitable, error));
+                if (error) {
+                    co_return;  // closed at the end
+                }
+                std::lock_guard lock(mutex);
+                for (const stamped& item : delivered) {
+                    ++seen[item.producer][item.seq];
+                }
+                received += delivered.size();
+                progress.notify_all();
+            }
+        },
+        report_to{&failures, &finished});
+
+    std::atomic<std::size_t> stored{0};
+    std::atomic<std::size_t> failed{0};
+    std::atomic<std::size_t> completed{0};
+    std::promise<void> all_completed;
+    std::vector<std::thread> producers;
+    for (std::uint32_t id = 0; id < producer_count; ++id) {
+        producers.emplace_back([&, id] {
+            bq::producer<stamped> producer(topic);
+            for (std::uint32_t round = 0; round < rounds; ++round) {
+                const std::uint32_t first = round * 4;
+                producer.produce(std::vector<stamped>{{id, first}, {id, first + 1}, {id, first + 2}},
+                                 [&](boost::system::error_code error) {
+                                     (error ? failed : stored).fetch_add(error ? 1 : 3);
+                                     if (completed.fetch_add(1) + 1 == producer_count * rounds) {
+                                         all_completed.set_value();
+                                     }
+                                 });
+                if (producer.try_produce(stamped{id, first + 3})) {
+                    stored.fetch_add(1);
+                }
+            }
+        });
+    }
+    join_all(producers);
+    const bool all_done = all_completed.get_future().wait_for(hang_guard) == std::future_status::ready;
+    bool all_received = false;
+    {
+        std::unique_lock lock(mutex);
+        all_received = progress.wait_for(lock, hang_guard, [&] { return received == stored.load(); });
+    }
+    topic->close();
+    const bool consumer_finished = finished.wait();
+    pool.join();
+
+    CHECK(all_done);
+    CHECK(all_received);
+    CHECK(consumer_finished);
+    CHECK(failed == 0);
+    CHECK(failures.count() == 0);
+    std::size_t duplicates = 0;
+    std::size_t missing_batch_items = 0;
+    for (const auto& per_producer : seen) {
+        for (std::size_t seq = 0; seq < per_producer.size(); ++seq) {
+            duplicates += per_producer[seq] > 1 ? 1 : 0;
+            missing_batch_items += seq % 4 != 3 && per_producer[seq] != 1 ? 1 : 0;
+        }
+    }
+    CHECK(duplicates == 0);
+    CHECK(missing_batch_items == 0);
+    CHECK(topic->admitted_items() == 0);
 }
