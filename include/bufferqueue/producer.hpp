@@ -24,7 +24,8 @@ namespace bufferqueue {
 /// `boost::asio::awaitable` to `co_await`.
 using default_completion_token = boost::asio::use_awaitable_t<>;
 
-/// Produces items of `T` into one topic. A cheap copyable handle (one shared pointer); every
+/// Produces items of `T` into one topic. A cheap copyable handle (a shared pointer, and the stop
+/// token of `with_cancellation`); every
 /// member is thread-safe, so one producer may be shared by many threads. Items are copied into the
 /// topic; `T` must be copy-constructible.
 ///
@@ -36,7 +37,8 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 /// `errc::invalid_argument` for a floating key that is not an integer) and whatever the key
 /// selector throws. `produce` throws the same from the call itself (the key is computed eagerly),
 /// and otherwise completes with a `boost::system::error_code`: `errc::queue_full` (fail mode),
-/// `errc::closed`, `boost::asio::error::operation_aborted` when the queue closes while it waits,
+/// `errc::closed`, `boost::asio::error::operation_aborted` when the queue closes or the produce is
+/// cancelled (see below) while it waits,
 /// `errc::io_error` when a persistent topic cannot store the items (nothing unstored is
 /// acknowledged), `errc::invalid_argument` for a record larger than a segment or a throwing copy.
 /// Under `use_awaitable` a failure is thrown as `boost::system::system_error`.
