@@ -25,9 +25,8 @@ namespace bufferqueue {
 using default_completion_token = boost::asio::use_awaitable_t<>;
 
 /// Produces items of `T` into one topic. A cheap copyable handle (a shared pointer, and the stop
-/// token of `with_cancellation`); every
-/// member is thread-safe, so one producer may be shared by many threads. Items are copied into the
-/// topic; `T` must be copy-constructible.
+/// token of `with_cancellation`); every member is thread-safe, so one producer may be shared by many
+/// threads. Items are copied into the topic; `T` must be copy-constructible.
 ///
 /// Routing is per item: round-robin by default (advancing once per item, also inside a batch), or
 /// by the topic's `partition_key`. A batch is not assigned to one partition and gets no order
