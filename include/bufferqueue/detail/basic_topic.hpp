@@ -324,13 +324,14 @@ private:
         {
             capacity_gate& gate = *topic_->gate_;
             for (;;) {
-                if (topic_->is_closed() || cancel_requested()) {
-                    finish(boost::asio::error::operation_aborted);
-                    return;
-                }
+                // Everything stored is a success, even when a close or cancel came in meanwhile.
                 const std::size_t remaining = operation_->items().size() - done_;
                 if (remaining == 0) {
                     finish({});
+                    return;
+                }
+                if (topic_->is_closed() || cancel_requested()) {
+                    finish(boost::asio::error::operation_aborted);
                     return;
                 }
                 set_requested(std::min(remaining, gate.capacity()));
