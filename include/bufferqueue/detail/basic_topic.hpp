@@ -3,6 +3,7 @@
 
 #include "bufferqueue/detail/capacity_gate.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/produce_waiter.hpp"
 #include "bufferqueue/detail/shared_consumer.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/topic.hpp"
@@ -18,7 +19,6 @@
 #include <optional>
 #include <set>
 #include <span>
-#include <stop_token>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -138,7 +138,8 @@ public:
 
     void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
     {
-        auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation), producer_thread_number());
+        auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), std::move(operation),
+                                                          producer_thread_number());
         waiter->watch_cancellation();
         waiter->run();
     }
@@ -199,6 +200,8 @@ public:
     std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
 
 private:
+    friend class produce_waiter<T, basic_topic>;
+
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
     // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one).
     void append_admitted(std::span<const T> items, const std::uint32_t* partitions,
@@ -307,109 +310,6 @@ private:
             }
         }
     }
-
-    // A produce() in wait mode: admits its input in capacity-sized slices, each whole, in FIFO order
-    // with other waiting producers, and stores every slice in the lane of the thread that started
-    // it (`producer_`), whichever thread runs the continuation. Cancelled by the handler's
-    // cancellation slot or the operation's stop token. Owns itself; deleted after it completes.
-    class produce_waiter final : public capacity_waiter {
-    public:
-        produce_waiter(std::shared_ptr<basic_topic> topic, std::unique_ptr<produce_operation<T>> operation,
-                       std::size_t producer)
-            : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation)), producer_(producer)
-        {
-        }
-
-        void run()
-        {
-            capacity_gate& gate = *topic_->gate_;
-            for (;;) {
-                // Everything stored is a success, even when a close or cancel came in meanwhile.
-                const std::size_t remaining = operation_->items().size() - done_;
-                if (remaining == 0) {
-                    finish({});
-                    return;
-                }
-                if (topic_->is_closed() || cancel_requested()) {
-                    finish(boost::asio::error::operation_aborted);
-                    return;
-                }
-                set_requested(std::min(remaining, gate.capacity()));
-                if (!gate.acquire_or_enqueue(*this)) {
-                    return;  // granted() or aborted() continues
-                }
-                if (!store_slice()) {
-                    return;
-                }
-            }
-        }
-
-        void granted() noexcept override
-        {
-            boost::asio::post(operation_->completion().executor(), [this] {
-                if (topic_->is_closed() || cancel_requested()) {
-                    // Cancelled after the room was granted: the slice is not stored; the room goes on.
-                    topic_->release_capacity(requested());
-                    finish(boost::asio::error::operation_aborted);
-                } else if (store_slice()) {
-                    run();
-                }
-            });
-        }
-
-        // Per-operation cancellation while queued for room: earlier slices stay stored; the slice
-        // being waited for is not. A stop already requested cancels at once (the callback runs here).
-        void watch_cancellation()
-        {
-            operation_->completion().on_cancel([this] { topic_->gate_->cancel(*this); });
-            if (operation_->stop_token().stop_possible()) {
-                stop_callback_.emplace(operation_->stop_token(), stop_requested{this});
-            }
-        }
-
-        void aborted() noexcept override
-        {
-            boost::asio::post(operation_->completion().executor(),
-                              [this] { finish(boost::asio::error::operation_aborted); });
-        }
-
-    private:
-        struct stop_requested {
-            produce_waiter* waiter;
-            void operator()() const noexcept { waiter->topic_->gate_->cancel(*waiter); }
-        };
-
-        // Stores the admitted slice; false when the operation finished with an error instead.
-        bool store_slice()
-        {
-            const std::size_t count = requested();
-            const std::uint32_t* partitions = operation_->partitions();
-            try {
-                topic_->append_admitted(operation_->items().subspan(done_, count),
-                                        partitions != nullptr ? partitions + done_ : nullptr, producer_);
-            } catch (...) {
-                finish(current_exception_code(errc::invalid_argument));
-                return false;
-            }
-            done_ += count;
-            return true;
-        }
-
-        // Completes and deletes the waiter. Destroying `stop_callback_` (declared last, destroyed
-        // first) waits for a stop callback running on another thread to return; that callback only
-        // unqueues and posts.
-        void finish(boost::system::error_code error)
-        {
-            operation_->completion().complete(error);
-            delete this;
-        }
-
-        std::shared_ptr<basic_topic> topic_;
-        std::unique_ptr<produce_operation<T>> operation_;
-        const std::size_t producer_;  // the producer_thread_number() of the thread that started it
-        std::size_t done_ = 0;
-        std::optional<std::stop_callback<stop_requested>> stop_callback_;
-    };
 
     const std::string name_;
     const std::string type_name_;
