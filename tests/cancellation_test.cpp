@@ -1,6 +1,7 @@
 // Per-operation cancellation through Asio cancellation slots (Boost 1.77 and later). Boost 1.74, which
-// Debian 12 ships, has no slots: there a waiting operation is cancelled by closing its consumer or the
-// queue, which pull_consumer_test.cpp and capacity_test.cpp cover.
+// Debian 12 ships, has no slots: there a waiting consume is cancelled by pull_consumer::cancel() and a
+// waiting produce through producer::with_cancellation(std::stop_token) (pull_consumer_test.cpp and
+// capacity_test.cpp cover those on every Boost), or by closing the consumer or the queue.
 #include "bufferqueue/pull_consumer.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
@@ -85,6 +86,39 @@ TEST_CASE("producer: a produce waiting for room is cancelled through its cancell
     io.poll();
     CHECK(committed);
     CHECK_FALSE(consumer.try_consume().has_value());
+}
+
+TEST_CASE("producer: cancelling the head waiting produce through its slot hands the free room to the one behind",
+          "[producer][memory][capacity][cancellation]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "bounded", .partitions = 1, .bounded_capacity = 2});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "readers", .batch_size = 10});
+    auto producer = queue.producer<int>("bounded");
+    REQUIRE(producer.try_produce(1));
+
+    boost::asio::cancellation_signal signal;
+    std::optional<boost::system::error_code> head;
+    producer.produce(
+        std::vector<int>{2, 3},
+        boost::asio::bind_cancellation_slot(signal.slot(), [&](boost::system::error_code error) { head = error; }));
+    std::optional<boost::system::error_code> behind;
+    producer.produce(4, [&](boost::system::error_code error) { behind = error; });
+    io.poll();
+    REQUIRE_FALSE(head.has_value());
+    REQUIRE_FALSE(behind.has_value());
+
+    signal.emit(boost::asio::cancellation_type::terminal);
+    io.restart();
+    io.poll();
+    REQUIRE(head.has_value());
+    CHECK(*head == boost::asio::error::operation_aborted);
+    REQUIRE(behind.has_value());
+    CHECK_FALSE(*behind);
+    const auto batch = consumer.try_consume();
+    REQUIRE(batch.has_value());
+    CHECK(std::vector<int>(batch->begin(), batch->end()) == std::vector<int>{1, 4});
 }
 
 #endif

@@ -1,4 +1,5 @@
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/detail/capacity_gate.hpp"
 
 #include "catch.hpp"
 
@@ -11,6 +12,7 @@
 #include <exception>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <vector>
 
@@ -524,4 +526,169 @@ TEST_CASE("memory topic: a topic without consumer groups never releases capacity
     CHECK_FALSE(topic.producer.try_produce(3));
     topic.commit(late);
     CHECK(topic.try_batch({3, 4}));
+}
+
+TEST_CASE("memory topic: with a producer waiting for room, try_produce and a new produce queue behind it",
+          "[memory][capacity]")
+{
+    bounded_topic topic(1, 3, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers", 1);
+    REQUIRE(topic.try_batch({1, 2, 3}));
+
+    outcome waiting;
+    topic.producer.produce(items{4, 5, 6}, waiting.handler());
+    drain(topic.io);
+    REQUIRE_FALSE(waiting.code);
+
+    // One item of room comes back: not enough for the waiting batch, and not for anyone behind it.
+    REQUIRE(next_batch(consumer) == items{1});
+    topic.commit(consumer);
+    items expected{2, 3, 4, 5, 6};
+    outcome later;
+    SECTION("try_produce")
+    {
+        CHECK_FALSE(topic.producer.try_produce(99));
+    }
+    SECTION("produce")
+    {
+        topic.producer.produce(100, later.handler());
+        drain(topic.io);
+        CHECK_FALSE(later.code);
+        expected.push_back(100);
+    }
+
+    // Reading on hands the room out in arrival order: the batch first, then what came later.
+    std::vector<int> delivered;
+    for (int round = 0; round < 10; ++round) {
+        const items batch = next_batch(consumer);
+        if (batch.empty()) {
+            break;
+        }
+        delivered.insert(delivered.end(), batch.begin(), batch.end());
+        topic.commit(consumer);
+    }
+    CHECK(delivered == expected);
+    REQUIRE(waiting.code);
+    CHECK_FALSE(*waiting.code);
+    if (expected.size() == 6) {
+        REQUIRE(later.code);
+        CHECK_FALSE(*later.code);
+    }
+}
+
+TEST_CASE("capacity gate: cancelling the head waiter hands the room to the waiters behind it", "[capacity]")
+{
+    struct recording_waiter final : bq::detail::capacity_waiter {
+        explicit recording_waiter(std::size_t requested) : capacity_waiter(requested) {}
+        void granted() noexcept override { ++grants; }
+        void aborted() noexcept override { ++aborts; }
+        int grants = 0;
+        int aborts = 0;
+    };
+    bq::detail::capacity_gate gate(2);
+    REQUIRE(gate.try_acquire(1));
+    recording_waiter head(2);
+    recording_waiter behind(1);
+    REQUIRE_FALSE(gate.acquire_or_enqueue(head));
+    REQUIRE_FALSE(gate.acquire_or_enqueue(behind));
+    CHECK(behind.grants == 0);  // FIFO: the free unit waits for the head
+
+    REQUIRE(gate.remove(head));
+    CHECK(head.grants == 0);
+    CHECK(behind.grants == 1);
+    CHECK(gate.used() == 2);
+    CHECK_FALSE(gate.remove(behind));  // already granted
+}
+
+TEST_CASE("memory topic: a produce waiting for room is cancelled through its stop_token and stores nothing",
+          "[memory][capacity][cancellation]")
+{
+    bounded_topic topic(1, 2, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers");
+    REQUIRE(topic.try_batch({1, 2}));
+
+    std::stop_source stop;
+    bq::producer<int> cancellable = topic.producer.with_cancellation(stop.get_token());
+    outcome cancelled;
+    cancellable.produce(3, cancelled.handler());
+    outcome behind;
+    topic.producer.produce(4, behind.handler());
+    drain(topic.io);
+    REQUIRE_FALSE(cancelled.code);
+
+    stop.request_stop();
+    drain(topic.io);
+    REQUIRE(cancelled.code);
+    CHECK(*cancelled.code == boost::asio::error::operation_aborted);
+    CHECK_FALSE(behind.code);
+
+    // The room goes to the producer behind it; the cancelled item never appears.
+    REQUIRE(next_batch(consumer) == items{1, 2});
+    topic.commit(consumer);
+    REQUIRE(behind.code);
+    CHECK_FALSE(*behind.code);
+    CHECK(next_batch(consumer) == items{4});
+
+    // A produce through the handle that has to wait after the stop completes at once; one that fits stores.
+    topic.commit(consumer);
+    CHECK(cancellable.try_produce(5));
+    outcome fits;
+    cancellable.produce(6, fits.handler());
+    drain(topic.io);
+    REQUIRE(fits.code);
+    CHECK_FALSE(*fits.code);
+    outcome late;
+    cancellable.produce(7, late.handler());
+    drain(topic.io);
+    REQUIRE(late.code);
+    CHECK(*late.code == boost::asio::error::operation_aborted);
+    CHECK(next_batch(consumer) == items{5, 6});
+}
+
+TEST_CASE("memory topic: cancelling an oversized waiting batch keeps the slices already stored",
+          "[memory][capacity][cancellation]")
+{
+    bounded_topic topic(1, 2, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers");
+    std::stop_source stop;
+    outcome result;
+    topic.producer.with_cancellation(stop.get_token()).produce(items{1, 2, 3, 4, 5}, result.handler());
+    drain(topic.io);
+    REQUIRE(next_batch(consumer) == items{1, 2});
+    topic.commit(consumer);
+    REQUIRE(next_batch(consumer) == items{3, 4});
+    REQUIRE_FALSE(result.code);
+
+    stop.request_stop();
+    drain(topic.io);
+    REQUIRE(result.code);
+    CHECK(*result.code == boost::asio::error::operation_aborted);
+    topic.commit(consumer);
+    CHECK(next_batch(consumer).empty());
+    CHECK(topic.try_batch({6, 7}));
+}
+
+TEST_CASE("memory topic: cancelling the head waiting produce hands the free room to the produce behind it",
+          "[memory][capacity][cancellation]")
+{
+    bounded_topic topic(1, 2, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers");
+    REQUIRE(topic.producer.try_produce(1));
+
+    std::stop_source stop;
+    outcome head;
+    topic.producer.with_cancellation(stop.get_token()).produce(items{2, 3}, head.handler());
+    outcome behind;
+    topic.producer.produce(4, behind.handler());
+    drain(topic.io);
+    REQUIRE_FALSE(head.code);
+    REQUIRE_FALSE(behind.code);  // one unit is free, but FIFO keeps it for the head
+
+    stop.request_stop();
+    drain(topic.io);
+    REQUIRE(head.code);
+    CHECK(*head.code == boost::asio::error::operation_aborted);
+    REQUIRE(behind.code);
+    CHECK_FALSE(*behind.code);
+    CHECK(next_batch(consumer) == items{1, 4});
 }

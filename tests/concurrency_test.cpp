@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -1095,4 +1096,194 @@ TEST_CASE("concurrency: memory partition appends from many threads are read in o
         CHECK(result->count_per_writer == std::vector<std::uint32_t>(writer_count, per_writer));
     }
     CHECK(partition.end_offset() == std::uint64_t{writer_count} * per_writer);
+}
+
+namespace {
+
+// Reads everything `consumer` can deliver now, committing each batch, as (partition, items) pairs.
+std::vector<std::pair<std::size_t, std::vector<int>>> drain_batches(bq::pull_consumer<int>& consumer,
+                                                                    asio::io_context& io)
+{
+    std::vector<std::pair<std::size_t, std::vector<int>>> batches;
+    for (int round = 0; round < 100; ++round) {
+        const std::optional<bq::batch<int>> delivered = consumer.try_consume();
+        if (!delivered) {
+            break;
+        }
+        batches.emplace_back(delivered->partition(), std::vector<int>(delivered->begin(), delivered->end()));
+        consumer.commit([](boost::system::error_code error) { REQUIRE_FALSE(error); });
+        io.restart();
+        io.poll();
+    }
+    return batches;
+}
+
+// Commits what `consumer` delivers `count` times on a new thread, which then runs `io` until it runs
+// out of work: room freed there completes waiting produces on that thread. Returns how many of
+// those pulls and commits failed (assertions stay on the test's thread).
+int commit_and_run_elsewhere(bq::pull_consumer<int>& consumer, asio::io_context& io, int count)
+{
+    int failures = 0;
+    std::thread io_thread([&] {
+        for (int i = 0; i < count; ++i) {
+            if (!consumer.try_consume()) {
+                ++failures;
+            }
+            consumer.commit([&](boost::system::error_code error) { failures += error ? 1 : 0; });
+        }
+        io.restart();
+        io.run_for(hang_guard);
+    });
+    io_thread.join();
+    return failures;
+}
+
+}  // namespace
+
+TEST_CASE("concurrency: a waiting batch continues its producer's round robin when another thread completes it",
+          "[concurrency][memory][capacity]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(bq::memory_topic_options<int>{.name = "bounded", .partitions = 4, .bounded_capacity = 2});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "g", .batch_size = 10});
+    auto producer = queue.producer<int>("bounded");
+
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::vector<int>{1, 2, 3, 4}, [&](boost::system::error_code error) { result = error; });
+    // The first slice is stored on this thread; the second once the io thread frees the room.
+    CHECK(commit_and_run_elsewhere(consumer, io, 2) == 0);
+    REQUIRE(result.has_value());
+    CHECK_FALSE(*result);
+
+    std::string placed;
+    for (const auto& [partition, values] : drain_batches(consumer, io)) {
+        placed += "p" + std::to_string(partition) + ":";
+        for (const int value : values) {
+            placed += " " + std::to_string(value);
+        }
+        placed += "; ";
+    }
+    CHECK(placed == "p2: 3; p3: 4; ");
+}
+
+TEST_CASE("concurrency: one producer's items keep their order in a partition when another thread completes its wait",
+          "[concurrency][memory][capacity]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(
+        bq::memory_topic_options<int>{.name = "bounded", .partitions = 1, .bounded_capacity = 3, .producer_lanes = 4});
+    auto consumer = queue.create_pull_consumer<int>({.topic = "bounded", .group = "g", .batch_size = 1});
+    auto producer = queue.producer<int>("bounded");
+
+    REQUIRE(producer.try_produce(1));
+    REQUIRE(producer.try_produce(2));
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::vector<int>{3, 4}, [&](boost::system::error_code error) { result = error; });
+    CHECK(commit_and_run_elsewhere(consumer, io, 1) == 0);
+    REQUIRE(result.has_value());
+    CHECK_FALSE(*result);
+
+    std::vector<int> delivered;
+    for (const auto& [partition, values] : drain_batches(consumer, io)) {
+        delivered.insert(delivered.end(), values.begin(), values.end());
+    }
+    CHECK(delivered == std::vector<int>{2, 3, 4});
+}
+
+TEST_CASE("concurrency: waiting produces completed on io threads share their producers' lanes with those producers",
+          "[concurrency][memory][capacity]")
+{
+    // Every producer thread leaves batches waiting for room and goes on with try_produce; the io
+    // threads store the granted slices in the producers' own lanes meanwhile. Every item arrives once.
+    constexpr std::uint32_t producer_count = 3;
+    constexpr std::uint32_t rounds = 300;
+    asio::thread_pool pool(2);
+    auto options = stamped_options("bounded", 4, false, 16);
+    options.bounded_capacity = 8;
+    options.full_mode = bq::full_mode::wait;
+    options.producer_lanes = 4;
+    const auto topic = std::dynamic_pointer_cast<stamped_topic>(
+        bq::detail::make_memory_topic<stamped>(std::move(options), pool.get_executor()));
+    REQUIRE(topic);
+    bq::pull_consumer<stamped> consumer(
+        topic->create_consumers({.topic = "bounded", .group = "g", .auto_commit = true, .batch_size = 7}, 1).front());
+
+    std::mutex mutex;
+    std::condition_variable progress;
+    std::size_t received = 0;                                                             // guarded by mutex
+    std::vector<std::vector<int>> seen(producer_count, std::vector<int>(rounds * 4, 0));  // guarded by mutex
+    failure_sink failures;
+    finish_line finished(1);
+    asio::co_spawn(
+        pool,
+        [&]() -> asio::awaitable<void> {
+            for (;;) {
+                boost::system::error_code error;
+                const bq::batch<stamped> delivered =
+                    co_await consumer.consume(asio::redirect_error(asio::use_awaitable, error));
+                if (error) {
+                    co_return;  // closed at the end
+                }
+                std::lock_guard lock(mutex);
+                for (const stamped& item : delivered) {
+                    ++seen[item.producer][item.seq];
+                }
+                received += delivered.size();
+                progress.notify_all();
+            }
+        },
+        report_to{&failures, &finished});
+
+    std::atomic<std::size_t> stored{0};
+    std::atomic<std::size_t> failed{0};
+    std::atomic<std::size_t> completed{0};
+    std::promise<void> all_completed;
+    std::vector<std::thread> producers;
+    for (std::uint32_t id = 0; id < producer_count; ++id) {
+        producers.emplace_back([&, id] {
+            bq::producer<stamped> producer(topic);
+            for (std::uint32_t round = 0; round < rounds; ++round) {
+                const std::uint32_t first = round * 4;
+                producer.produce(std::vector<stamped>{{id, first}, {id, first + 1}, {id, first + 2}},
+                                 [&](boost::system::error_code error) {
+                                     (error ? failed : stored).fetch_add(error ? 1 : 3);
+                                     if (completed.fetch_add(1) + 1 == producer_count * rounds) {
+                                         all_completed.set_value();
+                                     }
+                                 });
+                if (producer.try_produce(stamped{id, first + 3})) {
+                    stored.fetch_add(1);
+                }
+            }
+        });
+    }
+    join_all(producers);
+    const bool all_done = all_completed.get_future().wait_for(hang_guard) == std::future_status::ready;
+    bool all_received = false;
+    {
+        std::unique_lock lock(mutex);
+        all_received = progress.wait_for(lock, hang_guard, [&] { return received == stored.load(); });
+    }
+    topic->close();
+    const bool consumer_finished = finished.wait();
+    pool.join();
+
+    CHECK(all_done);
+    CHECK(all_received);
+    CHECK(consumer_finished);
+    CHECK(failed == 0);
+    CHECK(failures.count() == 0);
+    std::size_t duplicates = 0;
+    std::size_t missing_batch_items = 0;
+    for (const auto& per_producer : seen) {
+        for (std::size_t seq = 0; seq < per_producer.size(); ++seq) {
+            duplicates += per_producer[seq] > 1 ? 1 : 0;
+            missing_batch_items += seq % 4 != 3 && per_producer[seq] != 1 ? 1 : 0;
+        }
+    }
+    CHECK(duplicates == 0);
+    CHECK(missing_batch_items == 0);
+    CHECK(topic->admitted_items() == 0);
 }

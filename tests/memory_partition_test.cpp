@@ -625,3 +625,34 @@ TEST_CASE("memory partition: a group opened before a lane's first append reads t
         CHECK(read == expected);
     }
 }
+
+TEST_CASE("memory partition: an append on behalf of another producing thread goes to that thread's lane",
+          "[memory][storage]")
+{
+    memory_partition<int> partition(64, true, 8);
+    auto& reader = partition.open_cursor("g");
+    REQUIRE(append(partition, range(0, 3)) == 3);
+    const std::size_t this_thread = bq::detail::producer_thread_number();
+    // Another thread appends in this thread's name (a waiting produce it completes), then in its own.
+    std::thread([&partition, this_thread] {
+        const std::vector<int> on_behalf = range(3, 6);
+        std::size_t appended = 0;
+        partition.append(bq::item_source<int>{on_behalf.data(), on_behalf.size(), 1, nullptr, this_thread}, appended);
+        REQUIRE(appended == 3);
+        REQUIRE(append(partition, range(100, 102)) == 2);
+    }).join();
+
+    std::vector<std::vector<int>> batches;
+    for (int round = 0; round < 10; ++round) {
+        const bq::pull_result<int> pulled = partition.pull(reader, 100);
+        if (pulled.items.empty()) {
+            break;
+        }
+        batches.push_back(values_of(pulled));
+        partition.release_batch(reader);
+        partition.commit(reader, pulled.next_offset);
+    }
+    std::sort(batches.begin(), batches.end());
+    // One batch per lane: this thread's items together and in order, the other thread's own apart.
+    CHECK(batches == std::vector<std::vector<int>>{range(0, 6), range(100, 102)});
+}

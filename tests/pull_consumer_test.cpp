@@ -927,3 +927,37 @@ TEST_CASE("pull consumer: a woken callback consume completes on the executor bou
     CHECK(completed);
     CHECK(on_handler_io);
 }
+
+TEST_CASE("pull consumer: cancel() aborts a waiting consume and leaves the consumer usable",
+          "[consumer][memory][cancellation]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 2));
+    auto producer = queue.producer<int>("numbers");
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", false, 4));
+
+    std::optional<boost::system::error_code> result;
+    consumer.consume([&](boost::system::error_code error, bq::batch<int>) { result = error; });
+    io.poll();
+    REQUIRE_FALSE(result.has_value());
+
+    consumer.cancel();
+    CHECK_FALSE(result.has_value());  // completed through the executor, never inside cancel()
+    io.restart();
+    io.poll();
+    REQUIRE(result.has_value());
+    CHECK(*result == asio::error::operation_aborted);
+
+    // A cancel with nothing pending changes nothing; the next consume waits and delivers once.
+    consumer.cancel();
+    std::vector<int> received;
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        asio::post(io, [&] { REQUIRE(producer.try_produce(7)); });
+        const bq::batch<int> delivered = co_await consumer.consume();
+        received = items_of(delivered);
+        co_await consumer.commit();
+    });
+    CHECK(received == std::vector<int>{7});
+    CHECK_FALSE(consumer.try_consume().has_value());
+}

@@ -12,6 +12,7 @@
 #include <optional>
 #include <ranges>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -23,9 +24,9 @@ namespace bufferqueue {
 /// `boost::asio::awaitable` to `co_await`.
 using default_completion_token = boost::asio::use_awaitable_t<>;
 
-/// Produces items of `T` into one topic. A cheap copyable handle (one shared pointer); every
-/// member is thread-safe, so one producer may be shared by many threads. Items are copied into the
-/// topic; `T` must be copy-constructible.
+/// Produces items of `T` into one topic. A cheap copyable handle (a shared pointer, and the stop
+/// token of `with_cancellation`); every member is thread-safe, so one producer may be shared by many
+/// threads. Items are copied into the topic; `T` must be copy-constructible.
 ///
 /// Routing is per item: round-robin by default (advancing once per item, also inside a batch), or
 /// by the topic's `partition_key`. A batch is not assigned to one partition and gets no order
@@ -35,10 +36,18 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 /// `errc::invalid_argument` for a floating key that is not an integer) and whatever the key
 /// selector throws. `produce` throws the same from the call itself (the key is computed eagerly),
 /// and otherwise completes with a `boost::system::error_code`: `errc::queue_full` (fail mode),
-/// `errc::closed`, `boost::asio::error::operation_aborted` when the queue closes while it waits,
+/// `errc::closed`, `boost::asio::error::operation_aborted` when the queue closes or the produce is
+/// cancelled (see below) while it waits,
 /// `errc::io_error` when a persistent topic cannot store the items (nothing unstored is
 /// acknowledged), `errc::invalid_argument` for a record larger than a segment or a throwing copy.
 /// Under `use_awaitable` a failure is thrown as `boost::system::system_error`.
+///
+/// Admission is FIFO: while produces wait for room on a bounded topic, `try_produce` returns false
+/// and a new `produce` queues behind them, even when some room is free.
+///
+/// Cancellation of a produce waiting for room: through a handle made by `with_cancellation`
+/// (every Boost version), through the handler's cancellation slot (Boost 1.77 and later), or by
+/// closing the queue. Each completes the produce with `boost::asio::error::operation_aborted`.
 template <class T>
 class producer {
 public:
@@ -49,6 +58,22 @@ public:
 
     /// The topic's name.
     const std::string& topic() const noexcept { return topic_->name(); }
+
+    /// A handle to the same topic whose waiting produces `stop` cancels (the counterpart of the
+    /// seed's cancellation token): once `stop.request_stop()` is called - from any thread - a
+    /// `produce` of this handle that waits for room, or would have to, completes with
+    /// `boost::asio::error::operation_aborted` (posted to its handler's executor) and stores
+    /// nothing of the slice it waited for; earlier slices of an oversized batch stay stored, and the
+    /// room goes to the producers queued behind it. What fits at once is stored as usual, and
+    /// `try_produce` is unaffected. Works on every Boost version; handler cancellation slots keep
+    /// working beside it. The request_stop() call runs the cancellation on its own thread (it takes
+    /// only the topic's short admission lock). Allocates nothing; thread-safe like every member.
+    producer with_cancellation(std::stop_token stop) const
+    {
+        producer cancellable(topic_);
+        cancellable.stop_ = std::move(stop);
+        return cancellable;
+    }
 
     /// Stores `item` if there is room now; false when a bounded topic is full (in either full mode).
     /// Never waits. Allocates only when a memory segment fills up.
@@ -89,7 +114,7 @@ public:
             partition = route_one(key, item);
         }
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce_one{}, token, topic_, item, partition);
+            initiate_produce_one{stop_}, token, topic_, item, partition);
     }
 
     /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
@@ -104,7 +129,7 @@ public:
         std::vector<std::uint32_t> partitions;
         route(items, partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::vector<T>(), items, std::move(partitions));
+            initiate_produce{stop_}, token, topic_, std::vector<T>(), items, std::move(partitions));
     }
 
     /// Takes ownership of a vector, so a temporary batch is safe with any completion token (the span
@@ -115,7 +140,7 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(items), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions));
+            initiate_produce{stop_}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions));
     }
 
     /// Copies any input range once (the counterpart of the seed's IEnumerable overloads), then
@@ -130,11 +155,13 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(copied), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions));
+            initiate_produce{stop_}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions));
     }
 
 private:
     struct initiate_produce_one {
+        std::stop_token stop;
+
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
                         std::optional<std::uint32_t> partition) const
@@ -155,12 +182,14 @@ private:
                 if (partition) {
                     partitions.push_back(*partition);
                 }
-                wait(std::forward<Handler>(handler), topic, std::move(owned), {}, std::move(partitions));
+                wait(std::forward<Handler>(handler), topic, std::move(owned), {}, std::move(partitions), stop);
             }
         }
     };
 
     struct initiate_produce {
+        std::stop_token stop;
+
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
                         std::span<const T> items, std::vector<std::uint32_t> partitions) const
@@ -176,7 +205,7 @@ private:
             }
             const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
             if (run(handler, topic, input, partitions.empty() ? nullptr : partitions.data())) {
-                wait(std::forward<Handler>(handler), topic, std::move(owned), items, std::move(partitions));
+                wait(std::forward<Handler>(handler), topic, std::move(owned), items, std::move(partitions), stop);
             }
         }
     };
@@ -221,12 +250,12 @@ private:
 
     template <class Handler>
     static void wait(Handler&& handler, const std::shared_ptr<detail::topic<T>>& topic, std::vector<T> owned,
-                     std::span<const T> items, std::vector<std::uint32_t> partitions)
+                     std::span<const T> items, std::vector<std::uint32_t> partitions, const std::stop_token& stop)
     {
         topic->produce_waiting(
             std::make_unique<detail::produce_operation<T>>(detail::make_pending_completion<boost::system::error_code>(
                                                                std::forward<Handler>(handler), topic->executor()),
-                                                           std::move(owned), items, std::move(partitions)));
+                                                           std::move(owned), items, std::move(partitions), stop));
     }
 
     template <class Range>
@@ -275,6 +304,7 @@ private:
     [[noreturn]] void throw_closed() const { throw error(errc::closed, "topic '" + topic_->name() + "' is closed"); }
 
     std::shared_ptr<detail::topic<T>> topic_;
+    std::stop_token stop_;  // set by with_cancellation; empty (never stops) otherwise
 };
 
 }  // namespace bufferqueue

@@ -94,6 +94,23 @@ public:
                                                                                              require_state());
     }
 
+    /// Cancels without closing: a `consume()` waiting for data completes with
+    /// `boost::asio::error::operation_aborted` (posted to its handler's executor, never run inside
+    /// this call) without having pulled anything, so nothing is skipped or delivered twice. A
+    /// consume still scanning when `cancel()` runs is aborted when it would wait or when its
+    /// wake-up resumes it; one that finds data first completes normally. With no consume in progress
+    /// it does nothing (it is not remembered for the next one; on a persistent topic a `consume()`
+    /// whose first pull has not started on the I/O pool yet is not in progress). The consumer stays
+    /// open: the next `consume()` works as usual. Works on every Boost version (Boost 1.77 and later
+    /// also cancel per operation through the handler's cancellation slot). Thread-safe, never
+    /// throws, allocates nothing.
+    void cancel() noexcept
+    {
+        if (state_) {
+            state_->cancel();
+        }
+    }
+
     /// Aborts a pending `consume()` and rejects later calls with `errc::closed`; the group keeps its
     /// progress and its partitions. Once every consumer of the group is closed, the group may be
     /// created again (resuming from its committed position) or removed. A `close()` that races with

@@ -17,10 +17,17 @@ namespace bufferqueue {
 /// A view; it does not own the items.
 template <class T>
 struct item_source {
+    /// `producer` when the appending thread is the producing one.
+    static constexpr std::size_t calling_thread = std::numeric_limits<std::size_t>::max();
+
     const T* base = nullptr;
     std::size_t count = 0;
     std::size_t stride = 1;
     const std::uint32_t* indices = nullptr;
+    /// The producing thread whose lane takes the items, as a `detail::producer_thread_number()`:
+    /// a waiting produce that another thread completes keeps its producer's lane. Storage
+    /// without producer lanes ignores it.
+    std::size_t producer = calling_thread;
 
     const T& operator[](std::size_t position) const noexcept
     {

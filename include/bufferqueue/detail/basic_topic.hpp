@@ -4,6 +4,7 @@
 #include "bufferqueue/detail/capacity_gate.hpp"
 #include "bufferqueue/detail/group_cursors.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/produce_waiter.hpp"
 #include "bufferqueue/detail/shared_consumer.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/topic.hpp"
@@ -40,7 +41,10 @@ struct partition_slot {
 /// A typed topic over any `storage_partition`. Routing is per item: round-robin advances once per
 /// item (also inside a batch), a key selector sends equal keys to one partition in input order.
 /// A bounded topic admits a batch whole before routing it, so a failed admission neither
-/// advances round-robin selection nor holds capacity. Thread-safe.
+/// advances round-robin selection nor holds capacity. Admission is FIFO: while producers wait
+/// for room, nobody takes room ahead of them. A waiting produce stores its later slices in the
+/// lane, and with the round-robin position, of the thread that started it, whichever thread
+/// completes it. Thread-safe.
 template <class T, class Partition>
 class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
     static_assert(storage_partition<Partition, T>);
@@ -121,6 +125,7 @@ public:
         }
         if (gate_) {
             const bool may_wait = allow_wait && full_mode_ == full_mode::wait;
+            // try_acquire fails while others wait for room, so this produce queues behind them.
             if (items.size() > gate_->capacity() || !gate_->try_acquire(items.size())) {
                 return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
             }
@@ -131,7 +136,8 @@ public:
 
     void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
     {
-        auto* waiter = new produce_waiter(this->shared_from_this(), std::move(operation));
+        auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), std::move(operation),
+                                                          producer_thread_number());
         waiter->watch_cancellation();
         waiter->run();
     }
@@ -252,15 +258,19 @@ private:
         return created;
     }
 
-    // Routes and stores items whose room (if bounded) is already reserved.
-    void append_admitted(std::span<const T> items, const std::uint32_t* partitions)
+    friend class produce_waiter<T, basic_topic>;
+
+    // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
+    // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one).
+    void append_admitted(std::span<const T> items, const std::uint32_t* partitions,
+                         std::size_t producer = item_source<T>::calling_thread)
     {
         std::size_t stored = 0;
         try {
             if (partitions != nullptr) {
-                append_by_key(items, partitions, stored);
+                append_by_key(items, partitions, stored, producer);
             } else {
-                append_round_robin(items, stored);
+                append_round_robin(items, stored, producer);
             }
         } catch (...) {
             release_capacity(items.size() - stored);
@@ -286,15 +296,19 @@ private:
     }
 
     // Every producer lane advances its own position, so threads with lanes of their own never
-    // write a location another producer writes. An owned lane keeps the next partition itself (no
-    // read-modify-write, no division for a single item); the shared lane keeps a running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored)
+    // write a location another producer writes. An owned lane of an unbounded topic keeps the next
+    // partition itself (no read-modify-write, no division for a single item); the shared lane, and
+    // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
+    // running count.
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer)
     {
         const std::size_t partitions = slots_.size();
-        const std::size_t lane = producer_lane(producer_lanes_);
+        const std::size_t lane = producer == item_source<T>::calling_thread
+                                     ? producer_lane(producer_lanes_)
+                                     : producer_lane_of(producer, producer_lanes_);
         std::atomic<std::uint64_t>& position = round_robin_[lane].next;
         std::uint64_t first = 0;
-        if (lane + 1 < producer_lanes_) {
+        if (lane + 1 < producer_lanes_ && !gate_) {
             first = position.load(std::memory_order_relaxed);
             std::uint64_t next = first + items.size();
             if (next >= partitions) {
@@ -305,7 +319,7 @@ private:
             first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
         }
         if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr}, stored);
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
             return;
         }
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
@@ -316,14 +330,15 @@ private:
             const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr}, stored);
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer}, stored);
         }
     }
 
-    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored)
+    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
+                       std::size_t producer)
     {
         if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr}, stored);
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
             return;
         }
         // Counting sort of item indices by partition, in reusable per-thread buffers.
@@ -348,99 +363,11 @@ private:
         for (std::size_t partition = 0; partition < partition_total; ++partition) {
             const std::size_t count = starts[partition + 1] - starts[partition];
             if (count != 0) {
-                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition]}, stored);
+                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer},
+                          stored);
             }
         }
     }
-
-    // A produce() in wait mode: admits its input in capacity-sized slices, each whole, in FIFO order
-    // with other waiting producers. Owns itself; deleted after it completes.
-    class produce_waiter final : public capacity_waiter {
-    public:
-        produce_waiter(std::shared_ptr<basic_topic> topic, std::unique_ptr<produce_operation<T>> operation)
-            : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation))
-        {
-        }
-
-        void run()
-        {
-            capacity_gate& gate = *topic_->gate_;
-            for (;;) {
-                if (topic_->is_closed()) {
-                    finish(boost::asio::error::operation_aborted);
-                    return;
-                }
-                const std::size_t remaining = operation_->items().size() - done_;
-                if (remaining == 0) {
-                    finish({});
-                    return;
-                }
-                set_requested(std::min(remaining, gate.capacity()));
-                if (!gate.acquire_or_enqueue(*this)) {
-                    return;  // granted() or aborted() continues
-                }
-                if (!store_slice()) {
-                    return;
-                }
-            }
-        }
-
-        void granted() noexcept override
-        {
-            boost::asio::post(operation_->completion().executor(), [this] {
-                if (topic_->is_closed()) {
-                    topic_->release_capacity(requested());
-                    finish(boost::asio::error::operation_aborted);
-                } else if (store_slice()) {
-                    run();
-                }
-            });
-        }
-
-        // Per-operation cancellation while queued for room: earlier slices stay stored; the slice
-        // being waited for is not.
-        void watch_cancellation()
-        {
-            operation_->completion().on_cancel([this] {
-                if (topic_->gate_->remove(*this)) {
-                    aborted();
-                }
-            });
-        }
-
-        void aborted() noexcept override
-        {
-            boost::asio::post(operation_->completion().executor(),
-                              [this] { finish(boost::asio::error::operation_aborted); });
-        }
-
-    private:
-        // Stores the admitted slice; false when the operation finished with an error instead.
-        bool store_slice()
-        {
-            const std::size_t count = requested();
-            const std::uint32_t* partitions = operation_->partitions();
-            try {
-                topic_->append_admitted(operation_->items().subspan(done_, count),
-                                        partitions != nullptr ? partitions + done_ : nullptr);
-            } catch (...) {
-                finish(current_exception_code(errc::invalid_argument));
-                return false;
-            }
-            done_ += count;
-            return true;
-        }
-
-        void finish(boost::system::error_code error)
-        {
-            operation_->completion().complete(error);
-            delete this;
-        }
-
-        std::shared_ptr<basic_topic> topic_;
-        std::unique_ptr<produce_operation<T>> operation_;
-        std::size_t done_ = 0;
-    };
 
     const std::string name_;
     const std::string type_name_;

@@ -12,7 +12,7 @@
 namespace bufferqueue::detail {
 
 /// A producer waiting for room. `granted` runs once the room is reserved for it; `aborted` when
-/// the gate closes first. Both may run on any thread and must not block.
+/// the gate closes or the waiter is cancelled first. Both may run on any thread and must not block.
 class capacity_waiter {
 public:
     explicit capacity_waiter(std::size_t requested) noexcept : requested_(requested) {}
@@ -24,17 +24,23 @@ public:
 
     std::size_t requested() const noexcept { return requested_; }
     void set_requested(std::size_t requested) noexcept { requested_ = requested; }
+    /// Set by `capacity_gate::cancel`, from any thread; never cleared.
+    bool cancel_requested() const noexcept { return cancel_requested_.load(std::memory_order_acquire); }
 
 protected:
     ~capacity_waiter() = default;
 
 private:
+    friend class capacity_gate;
+
     std::size_t requested_;
+    std::atomic<bool> cancel_requested_{false};
 };
 
 /// Counts admitted items against a capacity. `try_acquire` is lock-free; waiting producers queue in
 /// FIFO order and are granted room, in order, as `release` returns it, so a large batch is not
-/// starved by small ones. Thread-safe.
+/// starved by small ones. Nobody takes room ahead of a queued waiter: `try_acquire` fails while
+/// one waits. Thread-safe.
 class capacity_gate {
 public:
     explicit capacity_gate(std::size_t capacity) noexcept : capacity_(capacity) {}
@@ -42,41 +48,37 @@ public:
     std::size_t capacity() const noexcept { return capacity_; }
     std::size_t used() const noexcept { return used_.load(std::memory_order_acquire); }
 
-    /// Reserves `count` items if they fit now. Never waits.
+    /// Reserves `count` items if they fit now and no waiter is queued (FIFO: no barging). Never waits.
     bool try_acquire(std::size_t count) noexcept
     {
-        std::size_t used = used_.load(std::memory_order_relaxed);
-        do {
-            if (count > capacity_ - used) {
-                return false;
-            }
-        } while (
-            !used_.compare_exchange_weak(used, used + count, std::memory_order_acq_rel, std::memory_order_relaxed));
-        return true;
+        return waiting_.load(std::memory_order_acquire) == 0 && reserve(count);
     }
 
     /// Reserves room for `waiter` now if nobody waits ahead of it and it fits (returns true), or
-    /// queues it (returns false) to be granted later. After `close()`, `aborted` runs instead.
+    /// queues it (returns false) to be granted later. After `close()`, or once the waiter was
+    /// cancelled, `aborted` runs instead.
     bool acquire_or_enqueue(capacity_waiter& waiter)
     {
-        if (waiting_.load(std::memory_order_acquire) == 0 && try_acquire(waiter.requested())) {
+        if (try_acquire(waiter.requested())) {
             return true;
         }
         bool queued = false;
         {
             std::lock_guard lock(mutex_);
-            if (!closed_) {
+            // `cancel` sets the flag before it looks for the waiter under this lock, so either it
+            // finds the waiter queued or the flag is visible here.
+            if (!closed_ && !waiter.cancel_requested()) {
                 waiters_.push_back(&waiter);
                 waiting_.fetch_add(1, std::memory_order_seq_cst);
                 queued = true;
             }
         }
         if (!queued) {
-            // Closed before it could queue: `close()` never saw this waiter, so abort it here.
+            // Closed or cancelled before it could queue: nobody else saw this waiter, so abort it here.
             waiter.aborted();
             return false;
         }
-        // Once queued, `close()` aborts the waiter unless it is granted first.
+        // Once queued, `close()` or `cancel` aborts the waiter unless it is granted first.
         grant_waiters();
         return false;
     }
@@ -93,18 +95,39 @@ public:
         }
     }
 
-    /// Removes a queued waiter; false when it was already granted or aborted.
+    /// Cancels `waiter`: marks it (a later `acquire_or_enqueue` aborts it) and, when it is queued,
+    /// removes it and runs `aborted`; the waiters behind it get the room it was holding up. True
+    /// when it was queued. Any thread; `aborted` runs on the calling thread.
+    bool cancel(capacity_waiter& waiter) noexcept
+    {
+        waiter.cancel_requested_.store(true, std::memory_order_release);
+        if (!remove(waiter)) {
+            return false;
+        }
+        waiter.aborted();
+        return true;
+    }
+
+    /// Removes a queued waiter; false when it was already granted or aborted. Grants the waiters
+    /// behind it that now fit: the removed one may have been the head that held them up.
     bool remove(capacity_waiter& waiter) noexcept
     {
-        std::lock_guard lock(mutex_);
-        for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-            if (*it == &waiter) {
-                waiters_.erase(it);
-                waiting_.fetch_sub(1, std::memory_order_seq_cst);
-                return true;
+        bool removed = false;
+        {
+            std::lock_guard lock(mutex_);
+            for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
+                if (*it == &waiter) {
+                    waiters_.erase(it);
+                    waiting_.fetch_sub(1, std::memory_order_seq_cst);
+                    removed = true;
+                    break;
+                }
             }
         }
-        return false;
+        if (removed) {
+            grant_waiters();
+        }
+        return removed;
     }
 
     /// Aborts every queued waiter; later waiters are aborted at once.
@@ -129,12 +152,25 @@ public:
     }
 
 private:
+    // Reserves `count` items if they fit now, whoever waits.
+    bool reserve(std::size_t count) noexcept
+    {
+        std::size_t used = used_.load(std::memory_order_relaxed);
+        do {
+            if (count > capacity_ - used) {
+                return false;
+            }
+        } while (
+            !used_.compare_exchange_weak(used, used + count, std::memory_order_acq_rel, std::memory_order_relaxed));
+        return true;
+    }
+
     void grant_waiters() noexcept
     {
         std::vector<capacity_waiter*> granted;
         {
             std::lock_guard lock(mutex_);
-            while (!waiters_.empty() && try_acquire(waiters_.front()->requested())) {
+            while (!waiters_.empty() && reserve(waiters_.front()->requested())) {
                 granted.push_back(waiters_.front());
                 waiters_.pop_front();
                 waiting_.fetch_sub(1, std::memory_order_seq_cst);

@@ -55,7 +55,9 @@ struct memory_segment {
 /// threads. With more, the first `lanes - 1` producing threads (by `producer_thread_number`) own
 /// a lane each and append without a lock or any write another producer reads, and all further
 /// threads share the last lane under its lock; a reader takes its batches lane by lane, so the
-/// items of one thread keep their order but items of different threads interleave by batch. A
+/// items of one thread keep their order but items of different threads interleave by batch. On a
+/// bounded partition an owned lane is locked too (uncontended unless a waiting produce, completed
+/// by another thread, appends to its producer's lane at the same time). A
 /// segment goes back to a small free list once every group has committed past it and no
 /// handed-out batch points into it, so a slow group never loses unread items. Lanes allocate
 /// their first segment on their first append.
@@ -91,7 +93,8 @@ public:
     static constexpr std::size_t max_lanes = 64;
 
     /// `bounded`: a new group starts where capacity was last given back instead of at the oldest
-    /// item still held. `lanes`: producer lanes, 1 to `max_lanes` (more are capped).
+    /// item still held, and every lane appends under its lock (see `append`). `lanes`: producer
+    /// lanes, 1 to `max_lanes` (more are capped).
     memory_partition(std::size_t segment_size, bool bounded, std::size_t lanes = 1)
         : segment_size_(segment_size), bounded_(bounded), lane_count_(std::clamp<std::size_t>(lanes, 1, max_lanes)),
           lanes_(std::make_unique<lane[]>(lane_count_))
@@ -119,11 +122,16 @@ public:
         }
     }
 
+    /// Appends to the lane of `source.producer` (the calling thread's by default). A bounded
+    /// partition takes the lane's lock also for an owned lane: there a waiting produce that another
+    /// thread completes appends to its producer's lane.
     void append(const item_source<T>& source, std::size_t& appended)
     {
-        const std::size_t index = producer_lane(lane_count_);
+        const std::size_t index = source.producer == item_source<T>::calling_thread
+                                      ? producer_lane(lane_count_)
+                                      : producer_lane_of(source.producer, lane_count_);
         lane& target = lanes_[index];
-        if (index + 1 < lane_count_) {
+        if (index + 1 < lane_count_ && !bounded_) {
             append_to_lane(target, index, source, appended);  // this thread's own lane
         } else {
             std::lock_guard lock(target.append_mutex);
@@ -340,7 +348,7 @@ private:
     static constexpr std::size_t max_free_segments = 2;
 
     struct lane {
-        alignas(64) spin_mutex append_mutex;  // the shared (last) lane only
+        alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded_
         memory_segment<T>* tail = nullptr;    // written by the appending thread
         alignas(64) std::atomic<std::uint64_t> published_end{0};
         std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once

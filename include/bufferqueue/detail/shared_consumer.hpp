@@ -63,18 +63,19 @@ public:
         if (is_closed()) {
             return {make_error_code(errc::closed), {}};
         }
-        if (busy_.exchange(true, std::memory_order_acquire)) {
-            return {make_error_code(errc::operation_in_progress), {}};
+        {
+            // Under the lock with the reset, so a `cancel()` that sees this operation busy is never lost.
+            std::lock_guard lock(mutex_);
+            if (busy_.exchange(true, std::memory_order_acquire)) {
+                return {make_error_code(errc::operation_in_progress), {}};
+            }
+            cancel_requested_ = false;
         }
         if (is_closed()) {
             end_operation(false);
             return {make_error_code(errc::closed), {}};
         }
         release_held_batch();
-        {
-            std::lock_guard lock(mutex_);
-            cancel_requested_ = false;
-        }
         boost::system::error_code error;
         auto delivered = scan(error);
         if (delivered || error || !will_wait) {
@@ -145,6 +146,11 @@ public:
     {
         std::lock_guard lock(mutex_);
         return last_error_;
+    }
+
+    void cancel() noexcept override
+    {
+        cancel_wait();
     }
 
     const std::string& topic_name() const noexcept override;
@@ -267,13 +273,17 @@ private:
         }
     }
 
-    // Per-operation cancellation: completes the waiting consume with operation_aborted; nothing was
-    // pulled for it, so nothing is lost or delivered twice.
+    // Per-operation cancellation and `cancel()`: completes the consume in progress with
+    // operation_aborted - at once when parked, else when it would park or resume; nothing was pulled
+    // for it, so nothing is lost or delivered twice. With no consume in progress it does nothing.
     void cancel_wait() noexcept
     {
         completion_ptr cancelled;
         {
             std::lock_guard lock(mutex_);
+            if (!busy_.load(std::memory_order_acquire)) {
+                return;
+            }
             cancel_requested_ = true;
             cancelled = std::move(pending_);
         }

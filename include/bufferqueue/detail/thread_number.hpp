@@ -92,16 +92,23 @@ inline std::size_t producer_thread_number() noexcept
     return number != thread_number_registry::none ? number : assign_producer_thread_number();
 }
 
-/// The lane of `lanes` the calling thread appends to: with more than one lane, the first
-/// `lanes - 1` thread numbers own a lane each (no other living thread appends to it) and every
-/// other thread shares the last one.
+/// The lane of `lanes` that the thread numbered `number` appends to: with more than one lane, the
+/// first `lanes - 1` thread numbers own a lane each and every other number shares the last one.
+inline std::size_t producer_lane_of(std::size_t number, std::size_t lanes) noexcept
+{
+    return number < lanes - 1 ? number : lanes - 1;
+}
+
+/// The lane of `lanes` the calling thread appends to (see `producer_lane_of`): no other living
+/// thread appends to an owned lane on its own behalf; a waiting produce completed by another
+/// thread appends to its producer's lane (the storage then locks every lane, see
+/// `memory_partition`).
 inline std::size_t producer_lane(std::size_t lanes) noexcept
 {
     if (lanes == 1) {
         return 0;
     }
-    const std::size_t number = producer_thread_number();
-    return number < lanes - 1 ? number : lanes - 1;
+    return producer_lane_of(producer_thread_number(), lanes);
 }
 
 }  // namespace bufferqueue::detail

@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <span>
+#include <stop_token>
 #include <string>
 #include <typeindex>
 #include <vector>
@@ -43,26 +44,31 @@ enum class produce_outcome {
     closed,     ///< the topic is closed (nothing stored)
 };
 
-/// A `produce()` that waits for room; owns what it produces. Completes once.
+/// A `produce()` that waits for room; owns what it produces. Completes once. `stop` cancels the
+/// wait (see `producer::with_cancellation`).
 template <class T>
 class produce_operation {
 public:
     produce_operation(std::unique_ptr<pending_completion<boost::system::error_code>> completion,
-                      std::vector<T> owned_items, std::span<const T> items, std::vector<std::uint32_t> partitions)
+                      std::vector<T> owned_items, std::span<const T> items, std::vector<std::uint32_t> partitions,
+                      std::stop_token stop = {})
         : completion_(std::move(completion)), owned_items_(std::move(owned_items)),
-          items_(owned_items_.empty() ? items : std::span<const T>(owned_items_)), partitions_(std::move(partitions))
+          items_(owned_items_.empty() ? items : std::span<const T>(owned_items_)), partitions_(std::move(partitions)),
+          stop_(std::move(stop))
     {
     }
 
     std::span<const T> items() const noexcept { return items_; }
     const std::uint32_t* partitions() const noexcept { return partitions_.empty() ? nullptr : partitions_.data(); }
     pending_completion<boost::system::error_code>& completion() noexcept { return *completion_; }
+    const std::stop_token& stop_token() const noexcept { return stop_; }
 
 private:
     std::unique_ptr<pending_completion<boost::system::error_code>> completion_;
     std::vector<T> owned_items_;
     std::span<const T> items_;
     std::vector<std::uint32_t> partitions_;
+    std::stop_token stop_;
 };
 
 /// What `consume()` found without waiting.
@@ -88,6 +94,8 @@ public:
     virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) = 0;
     virtual boost::system::error_code commit() = 0;
     virtual void close() noexcept = 0;
+    /// Aborts the consume in progress, if any; see `pull_consumer::cancel`.
+    virtual void cancel() noexcept = 0;
     virtual const std::string& topic_name() const noexcept = 0;
     virtual const std::string& group_name() const noexcept = 0;
     virtual const std::vector<std::size_t>& partitions() const noexcept = 0;
