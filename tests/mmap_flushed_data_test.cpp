@@ -288,12 +288,10 @@ void build_marker_state(const fs::path& data)
     byte_vector bytes = file_bytes(segment_file(data, 1));
     std::fill(bytes.begin() + 40, bytes.end(), 0);
     write_file(segment_file(data, 1), bytes);
-    const byte_vector group = file_bytes(partition_folder(data) / "offsets" / "g" / "consumer.offset");
-    REQUIRE(group.size() == 8);
-    std::uint64_t marker = 0;
-    for (std::size_t i = 8; i > 0; --i) {
-        marker = marker << 8 | group[i - 1];
-    }
+    const std::optional<std::uint64_t> group_checkpoint =
+        detail::read_checkpoint((partition_folder(data) / "offsets" / "g" / "consumer.offset").string());
+    REQUIRE(group_checkpoint);
+    const std::uint64_t marker = *group_checkpoint;
     REQUIRE(marker < 256);  // in segment 0
     const auto mark = detail::make_flush_mark(marker);
     byte_vector mark_bytes;
