@@ -67,7 +67,7 @@ public:
             // Under the lock with the reset, so a `cancel()` that sees this operation busy is never lost.
             std::lock_guard lock(mutex_);
             if (busy_.exchange(true, std::memory_order_acquire)) {
-                return {make_error_code(errc::operation_in_progress), {}};
+                return {make_error_code(busy_error()), {}};
             }
             cancel_requested_ = false;
         }
@@ -108,7 +108,7 @@ public:
             return errc::auto_commit_enabled;
         }
         if (busy_.exchange(true, std::memory_order_acquire)) {
-            return errc::operation_in_progress;
+            return busy_error();
         }
         boost::system::error_code result;
         if (is_closed()) {
@@ -398,6 +398,13 @@ private:
         if (!handed_out_batch && closed_.load(std::memory_order_seq_cst)) {
             detach_if_idle();
         }
+    }
+
+    // Why busy_ was taken when a new operation found it so: a close() that ran meanwhile holds it for
+    // a moment to detach, and then the consumer is closed, not busy.
+    errc busy_error() const noexcept
+    {
+        return is_closed() ? errc::closed : errc::operation_in_progress;
     }
 
     // Detaches a closed consumer unless an operation is in progress (which detaches as it ends).
