@@ -26,7 +26,7 @@ if(MODE STREQUAL "find_package")
     run("${CMAKE_COMMAND}" --build "${WORK}/library")
     run("${CMAKE_COMMAND}" --install "${WORK}/library" --prefix "${prefix}")
     foreach(installed IN ITEMS include/bufferqueue/bufferqueue.hpp include/bufferqueue/push_consumer.hpp
-                               include/bufferqueue/detail/push_loop.hpp lib/libbufferqueue.a
+                               include/bufferqueue/push/detail/push_loop.hpp lib/libbufferqueue.a
                                lib/cmake/bufferqueue/bufferqueueConfig.cmake
                                lib/cmake/bufferqueue/bufferqueueConfigVersion.cmake
                                lib/cmake/bufferqueue/bufferqueueTargets.cmake)

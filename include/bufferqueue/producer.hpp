@@ -3,7 +3,7 @@
 
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
-#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <concepts>

@@ -4,7 +4,7 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
-#include "bufferqueue/detail/topic.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 

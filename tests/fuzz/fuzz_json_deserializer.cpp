@@ -1,6 +1,6 @@
 // libFuzzer target: json_serializer<T>::deserialize on arbitrary bytes decodes or throws
 // corrupt_data, and whatever it decodes re-encodes to something that decodes to the same value.
-#include "bufferqueue/serializer.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -1,6 +1,6 @@
 // libFuzzer target: msgpack_serializer<T>::deserialize (with the untrusted-data limits and with the
 // defaults) on arbitrary bytes decodes or throws corrupt_data, and what it decodes round-trips.
-#include "bufferqueue/serializer.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -1,6 +1,6 @@
 // libFuzzer target: raw_serializer<T>::deserialize accepts exactly sizeof(T) bytes, returns them
 // unchanged, and rejects every other size with corrupt_data.
-#include "bufferqueue/serializer.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -1,0 +1,458 @@
+// Internal: the in-memory storage partition, a linked list of fixed-size segments.
+#pragma once
+
+#include "bufferqueue/detail/spin_mutex.hpp"
+#include "bufferqueue/detail/thread_number.hpp"
+#include "bufferqueue/storage/storage.hpp"
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <string>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// One fixed-size block of item slots. Slot `i` holds the item at logical offset `base + i`.
+/// Every slot of a segment that has a successor is constructed; the tail segment holds the
+/// constructed prefix [0, published end - base).
+template <class T>
+struct memory_segment {
+    explicit memory_segment(std::size_t capacity) : capacity(capacity), items(std::allocator<T>().allocate(capacity)) {}
+    memory_segment(const memory_segment&) = delete;
+    memory_segment& operator=(const memory_segment&) = delete;
+    ~memory_segment() { std::allocator<T>().deallocate(items, capacity); }
+
+    std::uint64_t end() const noexcept { return base + capacity; }
+
+    void destroy_items(std::size_t constructed) noexcept
+    {
+        if constexpr (!std::is_trivially_destructible_v<T>) {
+            std::destroy_n(items, constructed);
+        }
+    }
+
+    const std::size_t capacity;
+    T* const items;
+    std::uint64_t base = 0;
+    std::atomic<memory_segment*> next{nullptr};
+};
+
+/// In-memory storage partition, split into producer lanes. Each lane is a list of segments with
+/// its own published end: readers load it with acquire and read without any lock. With one lane,
+/// appends take a short spin lock and the partition keeps the exact order of appends across
+/// threads. With more, the first `lanes - 1` producing threads (by `producer_thread_number`) own
+/// a lane each and append without a lock or any write another producer reads, and all further
+/// threads share the last lane under its lock; a reader takes its batches lane by lane, so the
+/// items of one thread keep their order but items of different threads interleave by batch. On a
+/// bounded partition an owned lane is locked too (uncontended unless a waiting produce, completed
+/// by another thread, appends to its producer's lane at the same time). A
+/// segment goes back to a small free list once every group has committed past it and no
+/// handed-out batch points into it, so a slow group never loses unread items. Lanes allocate
+/// their first segment on their first append.
+template <class T>
+class memory_partition {
+    static constexpr std::uint64_t no_pin = std::numeric_limits<std::uint64_t>::max();
+
+public:
+    /// A consumer group's progress in one lane.
+    struct lane_position {
+        std::atomic<std::uint64_t> committed{0};
+        /// Start of the batch the consumer still holds in this lane, or `no_pin`.
+        std::atomic<std::uint64_t> pinned{no_pin};
+        /// The segment holding `committed` (or ending at it); only moves forward. Null until the
+        /// lane's first segment exists.
+        std::atomic<memory_segment<T>*> segment{nullptr};
+    };
+
+    /// A consumer group's progress in this partition. `pulled_lane` and `next_lane` belong to the
+    /// one consumer using the cursor.
+    struct cursor {
+        explicit cursor(std::size_t lanes) : lanes(std::make_unique<lane_position[]>(lanes)) {}
+
+        std::string group;
+        std::unique_ptr<lane_position[]> lanes;
+        /// The lane of the last pull: what `commit` and `release_batch` apply to.
+        std::size_t pulled_lane = 0;
+        /// Where the next pull starts looking, so every lane with data gets its turn.
+        std::size_t next_lane = 0;
+    };
+
+    /// Most producer lanes a partition can have.
+    static constexpr std::size_t max_lanes = 64;
+
+    /// `bounded`: a new group starts where capacity was last given back instead of at the oldest
+    /// item still held, and every lane appends under its lock (see `append`). `lanes`: producer
+    /// lanes, 1 to `max_lanes` (more are capped).
+    memory_partition(std::size_t segment_size, bool bounded, std::size_t lanes = 1)
+        : segment_size_(segment_size), bounded_(bounded), lane_count_(std::clamp<std::size_t>(lanes, 1, max_lanes)),
+          lanes_(std::make_unique<lane[]>(lane_count_))
+    {
+    }
+
+    memory_partition(const memory_partition&) = delete;
+    memory_partition& operator=(const memory_partition&) = delete;
+
+    ~memory_partition()
+    {
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            const lane& each = lanes_[index];
+            const std::uint64_t end = each.published_end.load(std::memory_order_acquire);
+            for (memory_segment<T>* segment = each.head; segment != nullptr;) {
+                memory_segment<T>* next = segment->next.load(std::memory_order_acquire);
+                segment->destroy_items(next != nullptr ? segment->capacity
+                                                       : static_cast<std::size_t>(end - segment->base));
+                delete segment;
+                segment = next;
+            }
+        }
+        for (memory_segment<T>* segment : free_segments_) {
+            delete segment;
+        }
+    }
+
+    /// Appends to the lane of `source.producer` (the calling thread's by default). A bounded
+    /// partition takes the lane's lock also for an owned lane: there a waiting produce that another
+    /// thread completes appends to its producer's lane.
+    void append(const item_source<T>& source, std::size_t& appended)
+    {
+        const std::size_t index = source.producer == item_source<T>::calling_thread
+                                      ? producer_lane(lane_count_)
+                                      : producer_lane_of(source.producer, lane_count_);
+        lane& target = lanes_[index];
+        if (index + 1 < lane_count_ && !bounded_) {
+            append_to_lane(target, index, source, appended);  // this thread's own lane
+        } else {
+            std::lock_guard lock(target.append_mutex);
+            append_to_lane(target, index, source, appended);
+        }
+    }
+
+    cursor& open_cursor(std::string_view group)
+    {
+        std::lock_guard lock(groups_mutex_);
+        for (cursor& existing : cursors_) {
+            if (existing.group == group) {
+                return existing;  // opened again: resumes from its committed positions
+            }
+        }
+        cursor& added = cursors_.emplace_back(lane_count_);
+        added.group = std::string(group);
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            const lane& each = lanes_[index];
+            lane_position& position = added.lanes[index];
+            memory_segment<T>* segment = each.head;
+            if (segment == nullptr) {
+                continue;  // nothing appended yet: starts at 0 in the lane's first segment
+            }
+            const std::uint64_t start = bounded_ ? each.released_up_to : segment->base;
+            while (start >= segment->end() && segment->next.load(std::memory_order_acquire) != nullptr) {
+                segment = segment->next.load(std::memory_order_acquire);
+            }
+            position.committed.store(start, std::memory_order_relaxed);
+            position.segment.store(segment, std::memory_order_release);
+        }
+        return added;
+    }
+
+    pull_result<T> pull(cursor& reader, std::size_t max_items)
+    {
+        // The lanes with segments, from `next_lane` on and then the ones before it.
+        const std::uint64_t used = used_lanes_.load(std::memory_order_acquire);
+        const std::uint64_t from_next = used & (~std::uint64_t{0} << reader.next_lane);
+        for (std::uint64_t pending : {from_next, used & ~from_next}) {
+            for (; pending != 0; pending &= pending - 1) {
+                const auto index = static_cast<std::size_t>(std::countr_zero(pending));
+                const lane& source = lanes_[index];
+                lane_position& position_of = reader.lanes[index];
+                const std::uint64_t end = source.published_end.load(std::memory_order_acquire);
+                const std::uint64_t position = position_of.committed.load(std::memory_order_relaxed);
+                if (position >= end) {
+                    continue;
+                }
+                memory_segment<T>* segment = position_of.segment.load(std::memory_order_relaxed);
+                if (segment == nullptr) {
+                    segment = source.first.load(std::memory_order_acquire);
+                    position_of.segment.store(segment, std::memory_order_release);
+                }
+                if (position == segment->end()) {
+                    segment = segment->next.load(std::memory_order_acquire);
+                    position_of.segment.store(segment, std::memory_order_release);
+                }
+                const auto count = static_cast<std::size_t>(
+                    std::min<std::uint64_t>({max_items, end - position, segment->end() - position}));
+                position_of.pinned.store(position, std::memory_order_release);
+                reader.pulled_lane = index;
+                return {{segment->items + (position - segment->base), count}, position + count};
+            }
+        }
+        return {{}, reader.lanes[reader.pulled_lane].committed.load(std::memory_order_relaxed)};
+    }
+
+    /// Commits `next_offset` in the lane of the cursor's last pull.
+    std::uint64_t commit(cursor& reader, std::uint64_t next_offset)
+    {
+        const std::size_t index = reader.pulled_lane;
+        lane& source = lanes_[index];
+        lane_position& position_of = reader.lanes[index];
+        reader.next_lane = index + 1 < lane_count_ ? index + 1 : 0;
+        position_of.committed.store(next_offset, std::memory_order_release);
+        memory_segment<T>* segment = position_of.segment.load(std::memory_order_relaxed);
+        if (segment == nullptr) {
+            segment = source.first.load(std::memory_order_acquire);
+            position_of.segment.store(segment, std::memory_order_release);
+        }
+        if (segment != nullptr && next_offset == segment->end()) {
+            if (memory_segment<T>* next = segment->next.load(std::memory_order_acquire)) {
+                position_of.segment.store(next, std::memory_order_release);
+            }
+        }
+
+        return release_lane(index);
+    }
+
+    bool has_group(std::string_view group) const
+    {
+        std::lock_guard lock(groups_mutex_);
+        return std::any_of(cursors_.begin(), cursors_.end(),
+                           [group](const cursor& each) { return each.group == group; });
+    }
+
+    /// Forgets `group` (no consumer may use its cursor any more) and gives back what only it held.
+    std::uint64_t remove_group(std::string_view group)
+    {
+        {
+            std::lock_guard lock(groups_mutex_);
+            const auto found = std::find_if(cursors_.begin(), cursors_.end(),
+                                            [group](const cursor& each) { return each.group == group; });
+            if (found == cursors_.end()) {
+                return 0;
+            }
+            cursors_.erase(found);
+        }
+        std::uint64_t released = 0;
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            released += release_lane(index);
+        }
+        return released;
+    }
+
+private:
+    // Gives back what every group has committed past in lane `index` and recycles the segments no
+    // group and no handed-out batch needs. Without any group nothing is released: the items wait
+    // for the next group. Segments are unlinked under the lock and recycled after it, a few at a
+    // time, so a commit never allocates.
+    std::uint64_t release_lane(std::size_t index)
+    {
+        lane& source = lanes_[index];
+        std::uint64_t released = 0;
+        for (bool first_pass = true;; first_pass = false) {
+            std::array<memory_segment<T>*, 8> recycled{};
+            std::size_t unlinked = 0;
+            {
+                std::lock_guard lock(groups_mutex_);
+                if (cursors_.empty()) {
+                    return released;
+                }
+                std::uint64_t minimum_committed = std::numeric_limits<std::uint64_t>::max();
+                std::uint64_t minimum_retained = std::numeric_limits<std::uint64_t>::max();
+                for (const cursor& each : cursors_) {
+                    const lane_position& other = each.lanes[index];
+                    const std::uint64_t committed = other.committed.load(std::memory_order_acquire);
+                    const std::uint64_t pinned = other.pinned.load(std::memory_order_acquire);
+                    minimum_committed = std::min(minimum_committed, committed);
+                    minimum_retained = std::min({minimum_retained, committed, pinned});
+                }
+                if (first_pass && minimum_committed > source.released_up_to) {
+                    released = minimum_committed - source.released_up_to;
+                    source.released_up_to = minimum_committed;
+                }
+                while (unlinked < recycled.size() && source.head != nullptr && source.head->end() <= minimum_retained) {
+                    memory_segment<T>* next = source.head->next.load(std::memory_order_acquire);
+                    if (next == nullptr || any_cursor_on(index, source.head)) {
+                        break;
+                    }
+                    recycled[unlinked++] = source.head;
+                    source.head = next;
+                }
+            }
+            for (std::size_t i = 0; i < unlinked; ++i) {
+                recycle(recycled[i]);
+            }
+            if (unlinked < recycled.size()) {
+                return released;
+            }
+        }
+    }
+
+public:
+    void release_batch(cursor& reader) noexcept
+    {
+        reader.lanes[reader.pulled_lane].pinned.store(no_pin, std::memory_order_release);
+    }
+
+    bool has_data(const cursor& reader) const noexcept
+    {
+        for (std::uint64_t used = used_lanes_.load(std::memory_order_acquire); used != 0; used &= used - 1) {
+            const auto index = static_cast<std::size_t>(std::countr_zero(used));
+            if (lanes_[index].published_end.load(std::memory_order_acquire) >
+                reader.lanes[index].committed.load(std::memory_order_relaxed)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    /// Memory holds no outside resources: items stay until the partition is destroyed.
+    void close() noexcept {}
+
+    /// Items appended so far, over every lane.
+    std::uint64_t end_offset() const noexcept
+    {
+        std::uint64_t total = 0;
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            total += lanes_[index].published_end.load(std::memory_order_acquire);
+        }
+        return total;
+    }
+
+    /// Producer lanes of this partition.
+    std::size_t lane_count() const noexcept { return lane_count_; }
+
+    /// Segments currently allocated (held plus free), for memory accounting in tests.
+    std::size_t allocated_segments() const
+    {
+        std::scoped_lock lock(groups_mutex_, free_mutex_);
+        std::size_t count = free_segments_.size();
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            for (memory_segment<T>* segment = lanes_[index].head; segment != nullptr;
+                 segment = segment->next.load(std::memory_order_acquire)) {
+                ++count;
+            }
+        }
+        return count;
+    }
+
+private:
+    static constexpr std::size_t max_free_segments = 2;
+
+    struct lane {
+        alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded_
+        memory_segment<T>* tail = nullptr;    // written by the appending thread
+        alignas(64) std::atomic<std::uint64_t> published_end{0};
+        std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
+        alignas(64) memory_segment<T>* head = nullptr;   // guarded by groups_mutex_
+        std::uint64_t released_up_to = 0;                // guarded by groups_mutex_
+    };
+
+    // Appends with the lane owned by the caller (its own lane, or the shared lane's lock held).
+    void append_to_lane(lane& target, std::size_t index, const item_source<T>& source, std::size_t& appended)
+    {
+        std::uint64_t end = target.published_end.load(std::memory_order_relaxed);
+        try {
+            while (appended < source.count) {
+                if (target.tail == nullptr || end == target.tail->end()) {
+                    roll_over(target, index);
+                }
+                memory_segment<T>* tail = target.tail;
+                const auto slot = static_cast<std::size_t>(end - tail->base);
+                const std::size_t room = std::min<std::size_t>(tail->capacity - slot, source.count - appended);
+                T* destination = tail->items + slot;
+                if constexpr (std::is_trivially_copyable_v<T>) {
+                    if (source.indices == nullptr && source.stride == 1 && room > 1) {
+                        std::memcpy(static_cast<void*>(destination), source.base + appended, room * sizeof(T));
+                        appended += room;
+                        end += room;
+                        continue;
+                    }
+                }
+                for (std::size_t i = 0; i < room; ++i) {
+                    std::construct_at(destination + i, source[appended]);
+                    ++appended;
+                    ++end;
+                }
+            }
+        } catch (...) {
+            target.published_end.store(end, std::memory_order_release);
+            throw;
+        }
+        target.published_end.store(end, std::memory_order_release);
+    }
+
+    bool any_cursor_on(std::size_t index, const memory_segment<T>* segment) const noexcept
+    {
+        return std::any_of(cursors_.begin(), cursors_.end(), [index, segment](const cursor& each) {
+            return each.lanes[index].segment.load(std::memory_order_acquire) == segment;
+        });
+    }
+
+    // Called by the lane's appender when its tail is full or it has no segment yet.
+    void roll_over(lane& target, std::size_t index)
+    {
+        memory_segment<T>* fresh = nullptr;
+        {
+            std::lock_guard lock(free_mutex_);
+            if (!free_segments_.empty()) {
+                fresh = free_segments_.back();
+                free_segments_.pop_back();
+            }
+        }
+        if (fresh == nullptr) {
+            fresh = new memory_segment<T>(segment_size_);
+        }
+        fresh->next.store(nullptr, std::memory_order_relaxed);
+        if (target.tail == nullptr) {
+            fresh->base = 0;
+            {
+                std::lock_guard lock(groups_mutex_);
+                target.head = fresh;
+            }
+            target.first.store(fresh, std::memory_order_release);
+            used_lanes_.fetch_or(std::uint64_t{1} << index, std::memory_order_release);
+        } else {
+            fresh->base = target.tail->end();
+            target.tail->next.store(fresh, std::memory_order_release);
+        }
+        target.tail = fresh;
+    }
+
+    void recycle(memory_segment<T>* segment)
+    {
+        segment->destroy_items(segment->capacity);
+        {
+            std::lock_guard lock(free_mutex_);
+            if (free_segments_.size() < max_free_segments) {
+                free_segments_.push_back(segment);
+                return;
+            }
+        }
+        delete segment;
+    }
+
+    const std::size_t segment_size_;
+    const bool bounded_;
+    const std::size_t lane_count_;
+    const std::unique_ptr<lane[]> lanes_;
+    alignas(64) std::atomic<std::uint64_t> used_lanes_{0};  // bit i: lane i has a segment
+
+    alignas(64) mutable spin_mutex groups_mutex_;
+    std::list<cursor> cursors_;  // guarded by groups_mutex_; stable addresses
+
+    mutable spin_mutex free_mutex_;
+    std::vector<memory_segment<T>*> free_segments_;  // guarded by free_mutex_
+};
+
+static_assert(storage_partition<memory_partition<int>, int>);
+
+}  // namespace bufferqueue::detail

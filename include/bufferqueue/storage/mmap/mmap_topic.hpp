@@ -1,0 +1,158 @@
+// bufferqueue: persistent topics stored in memory-mapped segment files.
+#pragma once
+
+#include "bufferqueue/serialization/any_serializer.hpp"
+#include "bufferqueue/topic/detail/basic_topic.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
+#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/options.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bufferqueue {
+
+/// Registration options of a persistent topic of `T` (see `buffer_queue::add_topic`): data and
+/// committed offsets survive restarts. Every field has a default; `name` and `data_directory` must
+/// be set. Keep `partitions`, `partition_key` and `serializer` compatible with the records already
+/// stored (reducing `partitions` is refused at open).
+template <class T>
+struct mmap_topic_options {
+    /// Topic name; also the folder name under `data_directory`, so it must be one valid folder name
+    /// (and not only whitespace).
+    std::string name{};
+    /// Number of partitions, at least 1.
+    std::size_t partitions = 1;
+    /// The folder holding `{name}/partition-{id:05}/...`; created when missing.
+    std::filesystem::path data_directory{};
+    /// Bytes per segment file, a multiple of 8 of at least 64 bytes (`detail::min_segment_size`) and
+    /// at most 2^40. A record's payload must fit in one segment with its 8-byte header and the 8-byte
+    /// segment-end marker (payload <= segment_size - 56).
+    std::uint64_t segment_size = 256ULL * 1024 * 1024;
+    /// Segments every known group has committed past that are kept before deletion; empty (the
+    /// default) never deletes.
+    std::optional<std::size_t> max_retained_consumed_segments{};
+    /// When appended records are forced to disk.
+    flush_strategy flush = flush_strategy::immediate;
+    /// With `flush_strategy::batch`: records per partition between flushes. Under both strategies, also
+    /// the fewest records between two `producer.offset` recovery hints written by produce calls (see
+    /// docs/mmap-storage.md).
+    std::size_t flush_batch_size = 100;
+    /// Encodes items into record payloads; part of the persisted format.
+    any_serializer<T> serializer = json_serializer<T>{};
+    /// Optional key routing; round-robin when empty. Equal keys reach the same partition after a
+    /// restart too (routing never depends on the process).
+    key_selector<T> partition_key{};
+};
+
+namespace detail {
+
+inline void validate_topic_folder_name(const std::string& name)
+{
+    const bool valid = !name.empty() && !only_whitespace(name) && name != "." && name != ".." && name.size() <= 255 &&
+                       name.find('/') == std::string::npos && name.find('\0') == std::string::npos;
+    require_option(valid, "mmap", name, "name",
+                   "must be one valid folder name: not empty or only whitespace, not '.' or '..', no '/' or "
+                   "NUL, at most 255 bytes");
+}
+
+/// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
+/// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
+/// changes no file of any partition. Throws `bufferqueue::error`: `invalid_argument` naming the
+/// option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue
+/// holds the folder open).
+template <class T>
+std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
+                                          std::shared_ptr<io_pool> blocking_pool)
+{
+    constexpr std::string_view kind = "mmap";
+    validate_topic_folder_name(options.name);
+    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
+                   "must be between 1 and " + std::to_string(max_partitions) + " (got " +
+                       std::to_string(options.partitions) + ")");
+    require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
+    constexpr std::uint64_t max_segment_size = std::uint64_t{1} << 40;
+    require_option(options.segment_size % record_alignment == 0 && options.segment_size >= min_segment_size &&
+                       options.segment_size <= max_segment_size,
+                   kind, options.name, "segment_size",
+                   "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
+                       std::to_string(options.segment_size) + ")");
+    require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");
+    require_option(options.flush == flush_strategy::immediate || options.flush == flush_strategy::batch, kind,
+                   options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
+
+    const std::string topic_folder = (options.data_directory / options.name).string();
+    make_directories(topic_folder);
+    auto lock = std::make_shared<directory_lock>(topic_folder);
+
+    for (const directory_entry& entry : list_directory(topic_folder)) {
+        constexpr std::string_view prefix = "partition-";
+        if (entry.kind != entry_kind::directory || !entry.name.starts_with(prefix)) {
+            continue;
+        }
+        const std::string number = entry.name.substr(prefix.size());
+        if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
+            (number.size() > 9 || std::stoull(number) >= options.partitions)) {
+            throw error(errc::corrupt_data, "mmap topic '" + options.name + "': " + topic_folder + "/" + entry.name +
+                                                " exists, but the topic is configured with " +
+                                                std::to_string(options.partitions) +
+                                                " partitions; records there would never be read "
+                                                "(reducing the partition count is not supported)");
+        }
+    }
+
+    using partition_type = mmap_partition<T>;
+    using slot = partition_slot<partition_type>;
+    std::vector<typename partition_type::settings> configurations;
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        configurations.push_back(
+            typename partition_type::settings{.topic = options.name,
+                                              .partition = partition,
+                                              .folder = partition_folder(topic_folder, partition),
+                                              .segment_size = options.segment_size,
+                                              .flush = options.flush,
+                                              .flush_batch_size = options.flush_batch_size,
+                                              .max_retained_consumed_segments = options.max_retained_consumed_segments,
+                                              .serializer = options.serializer});
+    }
+    // Every partition is validated before any is repaired, so a failed open changes no file.
+    std::deque<mmap_recovered_state> recovered;  // a deque: the state is move-only
+    for (const auto& configuration : configurations) {
+        recovered.push_back(recover_mmap_partition(partition_type::partition_files(configuration)));
+    }
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        apply_mmap_recovery(partition_type::partition_files(configurations[partition]), recovered[partition],
+                            partition_type::reservation_chunk);
+    }
+    std::vector<std::unique_ptr<slot>> slots;
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        slots.push_back(std::make_unique<slot>(std::move(configurations[partition]), std::move(recovered[partition])));
+    }
+    // Only once every partition opened: a failed open changes no partition's segments.
+    for (const auto& each : slots) {
+        each->storage.retain_at_open();
+    }
+    using topic_type = basic_topic<T, partition_type>;
+    return std::make_shared<topic_type>(typename topic_type::settings{.name = std::move(options.name),
+                                                                      .partition_key = std::move(options.partition_key),
+                                                                      .bounded_capacity = std::nullopt,
+                                                                      .full_mode = full_mode::wait,
+                                                                      .executor = std::move(executor),
+                                                                      .resources = std::move(lock),
+                                                                      .blocking_pool = std::move(blocking_pool)},
+                                        std::move(slots));
+}
+
+}  // namespace detail
+}  // namespace bufferqueue

@@ -1,0 +1,123 @@
+// Internal: a produce that waits for room on a bounded topic - FIFO admission in slices, the
+// producer's lane kept across threads, cancellation by slot or stop token.
+#pragma once
+
+#include "bufferqueue/topic/detail/capacity_gate.hpp"
+#include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
+#include "bufferqueue/error.hpp"
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <stop_token>
+
+namespace bufferqueue::detail {
+
+/// A produce() in wait mode on a bounded `Topic` (a `basic_topic`, which befriends it): admits its
+/// input in capacity-sized slices, each whole, in FIFO order with other waiting producers, and
+/// stores every slice in the lane of the thread that started it (`producer_`), whichever thread
+/// runs the continuation. Cancelled by the handler's cancellation slot or the operation's stop
+/// token. Owns itself: `run()` starts it, and it deletes itself after it completes.
+template <class T, class Topic>
+class produce_waiter final : public capacity_waiter {
+public:
+    produce_waiter(std::shared_ptr<Topic> topic, std::unique_ptr<produce_operation<T>> operation, std::size_t producer)
+        : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation)), producer_(producer)
+    {
+    }
+
+    void run()
+    {
+        capacity_gate& gate = *topic_->gate_;
+        for (;;) {
+            // Everything stored is a success, even when a close or cancel came in meanwhile.
+            const std::size_t remaining = operation_->items().size() - done_;
+            if (remaining == 0) {
+                finish({});
+                return;
+            }
+            if (topic_->is_closed() || cancel_requested()) {
+                finish(boost::asio::error::operation_aborted);
+                return;
+            }
+            set_requested(std::min(remaining, gate.capacity()));
+            if (!gate.acquire_or_enqueue(*this)) {
+                return;  // granted() or aborted() continues
+            }
+            if (!store_slice()) {
+                return;
+            }
+        }
+    }
+
+    void granted() noexcept override
+    {
+        boost::asio::post(operation_->completion().executor(), [this] {
+            if (topic_->is_closed() || cancel_requested()) {
+                // Cancelled after the room was granted: the slice is not stored; the room goes on.
+                topic_->release_capacity(requested());
+                finish(boost::asio::error::operation_aborted);
+            } else if (store_slice()) {
+                run();
+            }
+        });
+    }
+
+    // Per-operation cancellation while queued for room: earlier slices stay stored; the slice
+    // being waited for is not. A stop already requested cancels at once (the callback runs here).
+    void watch_cancellation()
+    {
+        operation_->completion().on_cancel([this] { topic_->gate_->cancel(*this); });
+        if (operation_->stop_token().stop_possible()) {
+            stop_callback_.emplace(operation_->stop_token(), stop_requested{this});
+        }
+    }
+
+    void aborted() noexcept override
+    {
+        boost::asio::post(operation_->completion().executor(),
+                          [this] { finish(boost::asio::error::operation_aborted); });
+    }
+
+private:
+    struct stop_requested {
+        produce_waiter* waiter;
+        void operator()() const noexcept { waiter->topic_->gate_->cancel(*waiter); }
+    };
+
+    // Stores the admitted slice; false when the operation finished with an error instead.
+    bool store_slice()
+    {
+        const std::size_t count = requested();
+        const std::uint32_t* partitions = operation_->partitions();
+        try {
+            topic_->append_admitted(operation_->items().subspan(done_, count),
+                                    partitions != nullptr ? partitions + done_ : nullptr, producer_);
+        } catch (...) {
+            finish(current_exception_code(errc::invalid_argument));
+            return false;
+        }
+        done_ += count;
+        return true;
+    }
+
+    // Completes and deletes the waiter. Destroying `stop_callback_` (declared last, destroyed
+    // first) waits for a stop callback running on another thread to return; that callback only
+    // unqueues and posts.
+    void finish(boost::system::error_code error)
+    {
+        operation_->completion().complete(error);
+        delete this;
+    }
+
+    std::shared_ptr<Topic> topic_;
+    std::unique_ptr<produce_operation<T>> operation_;
+    const std::size_t producer_;  // the producer_thread_number() of the thread that started it
+    std::size_t done_ = 0;
+    std::optional<std::stop_callback<stop_requested>> stop_callback_;
+};
+
+}  // namespace bufferqueue::detail

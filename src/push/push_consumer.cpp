@@ -1,0 +1,136 @@
+#include "bufferqueue/push_consumer.hpp"
+
+#include "bufferqueue/push/detail/push_loop.hpp"
+
+#include <fmt/core.h>
+
+#include <cstdio>
+
+namespace bufferqueue {
+
+void default_push_error_sink(const push_error& failure)
+{
+    fmt::print(stderr, "bufferqueue: push consumer of topic '{}' group '{}' failed: {}\n", failure.topic, failure.group,
+               failure.message);
+}
+
+namespace detail {
+
+void push_registry::require_registering(const std::string& topic, const std::string& group) const
+{
+    std::lock_guard lock(mutex_);
+    switch (phase_) {
+    case phase::registering: return;
+    case phase::started:
+        throw error(errc::invalid_argument, "push consumer of topic '" + topic + "' group '" + group +
+                                                "': push consumers must be added before buffer_queue::start()");
+    case phase::stopped:
+        throw error(errc::closed, "push consumer of topic '" + topic + "' group '" + group +
+                                      "': the queue's push consumers were stopped or the queue is closed");
+    }
+}
+
+void push_registry::add(std::vector<std::shared_ptr<push_loop_base>> loops, const std::string& topic,
+                        const std::string& group)
+{
+    require_registering(topic, group);
+    std::lock_guard lock(mutex_);
+    loops_.insert(loops_.end(), loops.begin(), loops.end());
+}
+
+void push_registry::start(const boost::asio::any_io_executor& executor)
+{
+    std::vector<std::shared_ptr<push_loop_base>> starting;
+    std::shared_ptr<push_registry> self;
+    {
+        std::lock_guard lock(mutex_);
+        if (phase_ == phase::started) {
+            return;
+        }
+        if (phase_ == phase::stopped) {
+            throw error(errc::closed, "buffer_queue::start(): the push consumers were stopped or the queue is "
+                                      "closed; a stopped queue does not start them again");
+        }
+        phase_ = phase::started;
+        running_ = loops_.size();
+        starting = loops_;
+        self = shared_from_this();
+    }
+    for (const auto& loop : starting) {
+        loop->spawn(executor, self);
+    }
+}
+
+void push_registry::stop(std::unique_ptr<pending_completion<>> completion)
+{
+    std::vector<std::shared_ptr<push_loop_base>> stopping;
+    {
+        std::lock_guard lock(mutex_);
+        phase_ = phase::stopped;
+        if (running_ != 0) {
+            stop_waiters_.push_back(std::move(completion));
+            stopping = loops_;
+        }
+    }
+    if (completion) {
+        completion->complete();
+        return;
+    }
+    for (const auto& loop : stopping) {
+        loop->request_stop();
+    }
+}
+
+void push_registry::close() noexcept
+{
+    closed_.store(true, std::memory_order_release);
+    std::lock_guard lock(mutex_);
+    phase_ = phase::stopped;
+}
+
+void push_registry::loop_ended() noexcept
+{
+    std::vector<std::unique_ptr<pending_completion<>>> waiters;
+    {
+        std::lock_guard lock(mutex_);
+        if (--running_ == 0) {
+            waiters.swap(stop_waiters_);
+            loops_.clear();  // the loops own nothing more that anyone needs
+        }
+    }
+    for (auto& waiter : waiters) {
+        waiter->complete();
+    }
+}
+
+void push_registry::set_error_sink(push_error_sink sink)
+{
+    auto shared = sink ? std::make_shared<const push_error_sink>(std::move(sink)) : nullptr;
+    std::lock_guard lock(mutex_);
+    sink_ = std::move(shared);
+}
+
+void push_registry::report(const std::string& topic, const std::string& group) noexcept
+{
+    std::shared_ptr<const push_error_sink> sink;
+    {
+        std::lock_guard lock(mutex_);
+        sink = sink_;
+    }
+    try {
+        const std::string message = exception_message();
+        const push_error failure{
+            .topic = topic, .group = group, .exception = std::current_exception(), .message = message};
+        if (sink) {
+            (*sink)(failure);
+        } else {
+            default_push_error_sink(failure);
+        }
+    } catch (...) {
+        // A throwing sink (or no memory for the message) must not end the loop.
+    }
+}
+
+}  // namespace detail
+
+}  // namespace bufferqueue

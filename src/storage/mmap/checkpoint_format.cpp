@@ -1,0 +1,70 @@
+// The checkpoint file format; the layout is described in checkpoint_format.hpp.
+#include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
+
+#include "bufferqueue/storage/mmap/detail/crc32c.hpp"
+#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+
+#include <cstdio>
+
+namespace bufferqueue::detail {
+
+namespace {
+
+constexpr std::size_t checksummed_bytes = 12;  // value and version
+
+std::string hex(std::uint32_t value)
+{
+    std::array<char, 16> text{};
+    std::snprintf(text.data(), text.size(), "0x%08X", static_cast<unsigned>(value));
+    return text.data();
+}
+
+std::string negative(std::uint64_t value)
+{
+    return "holds a negative offset (" + std::to_string(static_cast<std::int64_t>(value)) + ")";
+}
+
+}  // namespace
+
+std::array<std::byte, checkpoint_size> encode_checkpoint(std::uint64_t value) noexcept
+{
+    std::array<std::byte, checkpoint_size> bytes{};
+    store_u64_little_endian(bytes.data(), value);
+    store_u32_little_endian(bytes.data() + 8, checkpoint_format_version);
+    store_u32_little_endian(bytes.data() + checksummed_bytes,
+                            crc32c(std::span<const std::byte>(bytes.data(), checksummed_bytes)));
+    return bytes;
+}
+
+checkpoint_decoding decode_checkpoint(std::span<const std::byte> contents)
+{
+    if (contents.size() == checkpoint_v1_size) {
+        const std::uint64_t value = load_u64_little_endian(contents.data());
+        if (value > max_checkpoint_value) {
+            return negative(value);
+        }
+        return value;
+    }
+    if (contents.size() != checkpoint_size) {
+        return "is " + std::to_string(contents.size()) + " bytes long; a checkpoint is " +
+               std::to_string(checkpoint_size) + " bytes (format version 2) or " + std::to_string(checkpoint_v1_size) +
+               " bytes (version 1)";
+    }
+    const std::uint32_t stored = load_u32_little_endian(contents.data() + checksummed_bytes);
+    const std::uint32_t computed = crc32c(contents.first(checksummed_bytes));
+    if (stored != computed) {
+        return "fails its checksum (stored " + hex(stored) + ", computed " + hex(computed) + ")";
+    }
+    const std::uint32_t version = load_u32_little_endian(contents.data() + 8);
+    if (version != checkpoint_format_version) {
+        return "has format version " + std::to_string(version) + "; this library reads versions 1 and " +
+               std::to_string(checkpoint_format_version);
+    }
+    const std::uint64_t value = load_u64_little_endian(contents.data());
+    if (value > max_checkpoint_value) {
+        return negative(value);
+    }
+    return value;
+}
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,362 @@
+#include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
+
+#include <algorithm>
+#include <array>
+#include <cstring>
+#include <span>
+
+namespace bufferqueue::detail {
+
+std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
+                                                       std::uint64_t first_chunk)
+{
+    auto segment = std::make_unique<mmap_segment_file>();
+    segment->index = index;
+    segment->path = files.segment_path(index);
+    const std::string temporary = segment->path + std::string(temporary_suffix);
+    try {
+        unique_fd file = open_file(temporary, open_mode::create_or_truncate);
+        truncate_file(file, files.segment_size);
+        const std::uint64_t reserved = std::min(files.segment_size, first_chunk);
+        preallocate(file, 0, reserved);
+        const auto header = make_segment_header(index, files.segment_size);
+        write_at(file, 0, header);
+        fsync_file(file);
+        rename_file(temporary, segment->path);
+        // From here on the file has its final name: errors (and flush reports) must name it.
+        file = unique_fd(file.release(), segment->path);
+        fsync_directory(files.folder);
+        segment->reserved_end = reserved;
+        segment->region = map_file(file, static_cast<std::size_t>(files.segment_size));
+        segment->file = std::move(file);
+    } catch (...) {
+        try {
+            remove_file(temporary);
+        } catch (...) {
+            // The next open removes leftover temporary files.
+        }
+        throw;
+    }
+    return segment;
+}
+
+namespace {
+
+bool is_temporary(const std::string& name)
+{
+    return name.ends_with(temporary_suffix);
+}
+
+std::unique_ptr<mmap_segment_file> open_segment(const mmap_partition_files& files, std::uint64_t index)
+{
+    auto segment = std::make_unique<mmap_segment_file>();
+    segment->index = index;
+    segment->path = files.segment_path(index);
+    segment->file = open_file(segment->path, open_mode::read_write);
+    const std::uint64_t size = file_size(segment->file);
+    if (size != files.segment_size) {
+        files.corrupt(segment->path, "has " + std::to_string(size) + " bytes, but the topic's segment_size is " +
+                                         std::to_string(files.segment_size));
+    }
+    segment->region = map_file(segment->file, static_cast<std::size_t>(size));
+    check_segment_header(segment->region.bytes(), index, files.segment_size, segment->path);
+    return segment;
+}
+
+const mmap_segment_file& segment_at(const mmap_recovered_state& state, std::uint64_t index)
+{
+    return *state.segments[index - state.first_segment_index];
+}
+
+std::uint64_t last_index(const mmap_recovered_state& state)
+{
+    return state.first_segment_index + state.segments.size() - 1;
+}
+
+// Every record from earliest.offset up to producer.offset must be intact: that range was
+// flushed before producer.offset advanced, so a bad checksum there is corruption, not a torn tail.
+// The same holds up to the offset in flush.mark (`vouching` names the file that vouches).
+void verify_vouched_range(const mmap_partition_files& files, const mmap_recovered_state& state,
+                          std::uint64_t producer_offset, const std::string& vouching)
+{
+    const segment_position target = split_offset(producer_offset, files.segment_size);
+    const std::string vouched = ", inside the range " + vouching + " vouches for as flushed (up to offset " +
+                                std::to_string(producer_offset) + ")";
+    if (target.segment_index > last_index(state) || target.position < segment_header_size) {
+        files.corrupt(vouching, "holds offset " + std::to_string(producer_offset) +
+                                    ", ahead of the log (last segment " + std::to_string(last_index(state)) + ")");
+    }
+    for (std::uint64_t index = state.first_segment_index; index <= target.segment_index; ++index) {
+        const mmap_segment_file& segment = segment_at(state, index);
+        const bool last = index == target.segment_index;
+        const scan_result scanned =
+            scan_segment(segment.region.bytes(), segment_header_size, last ? target.position : files.segment_size);
+        if ((!last && !scanned.segment_complete()) || (last && scanned.end_position < target.position)) {
+            files.corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
+                                            std::to_string(scanned.end_position) + vouched);
+        }
+        if (last && scanned.end_position != target.position) {
+            files.corrupt(vouching, "holds offset " + std::to_string(producer_offset) +
+                                        ", which is not a record boundary of " + segment.path);
+        }
+    }
+}
+
+// Walks valid records forward from `from` (the end of what is known flushed) to the end of the log
+// and fills in the tail of `state`.
+void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t from)
+{
+    segment_position at = split_offset(from, files.segment_size);
+    for (;;) {
+        const mmap_segment_file& segment = segment_at(state, at.segment_index);
+        const std::span<const std::byte> bytes = segment.region.bytes();
+        const scan_result scanned = scan_segment(bytes, at.position);
+        const bool last = at.segment_index == last_index(state);
+        if (scanned.segment_complete() && !(last && scanned.reason == scan_stop::segment_end_marker)) {
+            if (last) {
+                // A segment filled to its very end (no room for a marker; this writer always leaves
+                // room): its successor, created by step 2, holds the next record boundary.
+                state.create_successor = at.segment_index + 1;
+                state.tail_position = segment_header_size;
+                state.flushed_position = segment_header_size;
+                return;
+            }
+            at = {at.segment_index + 1, segment_header_size};
+            continue;
+        }
+        if (!last) {
+            files.corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
+                                            std::to_string(scanned.end_position) + ", but a later segment exists");
+        }
+        // Known durable: up to `from` when it is in this segment (the scan started there).
+        state.flushed_position = at.position;
+        state.tail_position = scanned.end_position;
+        state.tail_ended = scanned.reason == scan_stop::segment_end_marker;
+        // Whatever follows is zeroed by step 2, so stale bytes can never line up with a later record.
+        const std::uint64_t cut_from = state.tail_position + (state.tail_ended ? record_header_size : 0);
+        std::uint64_t last_nonzero = cut_from;
+        for (std::uint64_t i = bytes.size(); i > cut_from; --i) {
+            if (bytes[i - 1] != std::byte{0}) {
+                last_nonzero = i;
+                break;
+            }
+        }
+        state.cut_from = cut_from;
+        state.cut_to = last_nonzero;
+        return;
+    }
+}
+
+// The offset in flush.mark when the file exists and holds a valid mark, else nothing.
+std::optional<std::uint64_t> read_flush_mark_file(const mmap_partition_files& files)
+{
+    std::optional<unique_fd> file = try_open_file(files.flush_mark_path(), open_mode::read_only);
+    if (!file) {
+        return std::nullopt;
+    }
+    std::array<std::byte, flush_mark_size> mark{};
+    if (read_at(*file, 0, mark) != mark.size()) {
+        return std::nullopt;
+    }
+    return read_flush_mark(mark);
+}
+
+void validate_group_offset(const mmap_partition_files& files, const mmap_recovered_state& state, std::uint64_t offset,
+                           const std::string& path, std::uint64_t end)
+{
+    const std::string value = "holds offset " + std::to_string(offset);
+    if (offset < state.earliest_offset) {
+        files.corrupt(path, value + ", before earliest.offset " + std::to_string(state.earliest_offset));
+    }
+    if (offset > end) {
+        files.corrupt(path, value + ", ahead of the log (which ends at " + std::to_string(end) + ")");
+    }
+    const segment_position at = split_offset(offset, files.segment_size);
+    if (at.position < segment_header_size ||
+        (at.segment_index <= last_index(state) &&
+         !is_record_boundary(segment_at(state, at.segment_index).region.bytes(), at.position))) {
+        files.corrupt(path, value + ", which is not a record boundary");
+    }
+}
+
+void load_groups(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t end)
+{
+    const std::string offsets = files.offsets_folder();
+    if (!path_exists(offsets)) {
+        return;
+    }
+    for (const directory_entry& entry : list_directory(offsets)) {
+        if (entry.kind != entry_kind::directory || is_temporary(entry.name)) {
+            continue;  // a `.tmp` folder is a group whose creation was interrupted (removed by step 2)
+        }
+        const std::string folder = offsets + "/" + entry.name;
+        std::string group;
+        try {
+            group = unescape_group_name(entry.name);
+        } catch (const error& failure) {
+            files.corrupt(folder, std::string("is not the folder of a consumer group: ") + failure.what());
+        }
+        const std::string path = folder + "/consumer.offset";
+        const std::optional<std::uint64_t> offset = read_checkpoint(path);
+        if (!offset) {
+            files.corrupt(folder, "has no consumer.offset");
+        }
+        validate_group_offset(files, state, *offset, path, end);
+        state.group_offsets.emplace(std::move(group), *offset);
+    }
+}
+
+// Opens flush.mark, creating it (with its blocks reserved, so storing into it never faults on a
+// full disk) when missing or of the wrong size, and maps it. Best effort: without it (say, on a
+// full disk) the partition works as before, with only producer.offset vouching for flushed data.
+mapped_region map_flush_mark(const mmap_partition_files& files) noexcept
+{
+    try {
+        unique_fd file = open_file(files.flush_mark_path(), open_mode::create_or_open);
+        if (file_size(file) != flush_mark_size) {
+            truncate_file(file, flush_mark_size);
+        }
+        preallocate(file, 0, flush_mark_size);
+        return map_file(file, flush_mark_size);
+    } catch (...) {
+        return {};
+    }
+}
+
+}  // namespace
+
+mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
+{
+    mmap_recovered_state state;
+    std::vector<std::uint64_t> indices;
+    bool has_groups = false;
+    std::optional<std::uint64_t> earliest_checkpoint;
+    std::optional<std::uint64_t> producer_checkpoint;
+    if (path_exists(files.folder)) {
+        earliest_checkpoint = read_checkpoint(files.earliest_path());
+        producer_checkpoint = read_checkpoint(files.producer_path());
+        for (const directory_entry& entry : list_directory(files.folder)) {
+            if (const auto index = parse_segment_file_name(entry.name)) {
+                indices.push_back(*index);
+            }
+        }
+        std::sort(indices.begin(), indices.end());
+        if (path_exists(files.offsets_folder())) {
+            const auto entries = list_directory(files.offsets_folder());
+            has_groups = std::any_of(entries.begin(), entries.end(),
+                                     [](const directory_entry& entry) { return !is_temporary(entry.name); });
+        }
+    }
+    if (indices.empty()) {
+        if (earliest_checkpoint || producer_checkpoint || has_groups) {
+            files.corrupt(files.folder,
+                          "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
+        }
+        state.new_partition = true;
+        state.tail_position = segment_header_size;
+        state.flushed_position = segment_header_size;
+        state.earliest_offset = first_record_offset(0, files.segment_size);
+        return state;
+    }
+
+    // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
+    std::uint64_t first_index = 0;
+    if (earliest_checkpoint && *earliest_checkpoint != 0) {
+        const segment_position at = split_offset(*earliest_checkpoint, files.segment_size);
+        if (at.position != segment_header_size) {
+            files.corrupt(files.earliest_path(), "holds offset " + std::to_string(*earliest_checkpoint) +
+                                                     ", which is not the start of a segment");
+        }
+        first_index = at.segment_index;
+    }
+    state.earliest_offset = first_record_offset(first_index, files.segment_size);
+    if (producer_checkpoint && *producer_checkpoint < state.earliest_offset) {
+        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest_offset) +
+                                                 ", greater than offset " + std::to_string(*producer_checkpoint) +
+                                                 " in " + files.producer_path());
+    }
+
+    // Segments below the earliest one are leftovers of an interrupted deletion, removed by step 2.
+    for (const std::uint64_t index : indices) {
+        if (index < first_index) {
+            state.leftovers.push_back(index);
+        }
+    }
+    std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
+    if (indices.empty() || indices.front() != first_index) {
+        files.corrupt(files.segment_path(first_index),
+                      "is missing, but " + files.earliest_path() + " says it is retained");
+    }
+    state.first_segment_index = first_index;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+        if (indices[i] != first_index + i) {
+            files.corrupt(files.segment_path(first_index + i), "is missing inside the retained range (segments " +
+                                                                   std::to_string(first_index) + " to " +
+                                                                   std::to_string(indices.back()) + ")");
+        }
+        state.segments.push_back(open_segment(files, indices[i]));
+    }
+
+    std::uint64_t scan_from = state.earliest_offset;
+    if (producer_checkpoint) {
+        verify_vouched_range(files, state, *producer_checkpoint, files.producer_path());
+        scan_from = *producer_checkpoint;
+    }
+    // flush.mark may vouch for more (a mark older than a later retention is below earliest.offset).
+    if (const auto mark = read_flush_mark_file(files); mark && *mark > scan_from) {
+        verify_vouched_range(files, state, *mark, files.flush_mark_path());
+        scan_from = *mark;
+    }
+    scan_to_end(files, state, scan_from);
+    const std::uint64_t tail_index = state.create_successor.value_or(last_index(state));
+    load_groups(files, state, logical_offset(tail_index, state.tail_position, files.segment_size));
+    state.checkpointed_offset = producer_checkpoint.value_or(0);
+    return state;
+}
+
+void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk)
+{
+    make_directories(files.folder);
+    if (state.new_partition) {
+        remove_file(files.flush_mark_path());  // a mark left without segments says nothing any more
+    }
+    state.flush_mark = map_flush_mark(files);
+    remove_temporary_files(files.folder);
+    const std::string offsets = files.offsets_folder();
+    remove_temporary_files(offsets);
+    if (path_exists(offsets)) {
+        for (const directory_entry& entry : list_directory(offsets)) {
+            if (entry.kind == entry_kind::directory) {
+                remove_temporary_files(offsets + "/" + entry.name);  // consumer.offset.tmp
+            }
+        }
+    }
+    if (state.new_partition) {
+        state.segments.push_back(create_mmap_segment(files, 0, first_chunk));
+        state.first_segment_index = 0;
+        state.new_partition = false;
+        return;
+    }
+    for (const std::uint64_t index : state.leftovers) {
+        remove_file(files.segment_path(index));
+    }
+    if (!state.leftovers.empty()) {
+        fsync_directory(files.folder);
+        state.leftovers.clear();
+    }
+    if (state.create_successor) {
+        state.segments.push_back(create_mmap_segment(files, *state.create_successor, first_chunk));
+        state.create_successor.reset();
+        return;
+    }
+    mmap_segment_file& tail = *state.segments.back();
+    tail.reserved_end = state.tail_position;  // blocks behind the data exist; reserve from here on
+    if (state.cut_to > state.cut_from) {
+        const std::span<std::byte> bytes = tail.region.bytes();
+        std::memset(bytes.data() + state.cut_from, 0, state.cut_to - state.cut_from);
+        tail.region.flush(state.cut_from, state.cut_to - state.cut_from);
+        state.cut_to = state.cut_from;
+    }
+}
+
+}  // namespace bufferqueue::detail
