@@ -126,7 +126,7 @@ struct push_error {
 /// ignored.
 using push_error_sink = std::function<void(const push_error&)>;
 
-/// The default error sink: writes one line to stderr with fmt, naming topic, group and message.
+/// The default error sink: writes one line to stderr (one fprintf call), naming topic, group and message.
 void default_push_error_sink(const push_error& failure);
 
 namespace detail {

@@ -2,16 +2,18 @@
 
 #include "bufferqueue/push/detail/push_loop.hpp"
 
-#include <fmt/core.h>
-
 #include <cstdio>
+#include <string_view>
 
 namespace bufferqueue {
 
 void default_push_error_sink(const push_error& failure)
 {
-    fmt::print(stderr, "bufferqueue: push consumer of topic '{}' group '{}' failed: {}\n", failure.topic, failure.group,
-               failure.message);
+    // One fprintf call: one line, not interleaved with other threads' writes to stderr.
+    const auto length = [](std::string_view text) { return static_cast<int>(text.size()); };
+    std::fprintf(stderr, "bufferqueue: push consumer of topic '%.*s' group '%.*s' failed: %.*s\n",
+                 length(failure.topic), failure.topic.data(), length(failure.group), failure.group.data(),
+                 length(failure.message), failure.message.data());
 }
 
 namespace detail {
