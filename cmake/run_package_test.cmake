@@ -1,6 +1,10 @@
 # ctest driver of the package tests: builds and runs tests/package/ against this checkout as
 # add_subdirectory, FetchContent (SOURCE_DIR, no network) or find_package after `cmake --install`
-# of the library to a staging prefix, then checks the program's output.
+# of the library to a staging prefix, then checks the programs' output: package_consumer (everything)
+# and package_core_consumer (the core component, which must compile without nlohmann_json and
+# msgpack-cxx). In find_package mode it also builds the consumer project asking for the core
+# component alone (with nlohmann_json and msgpack disabled for find_package), and compiles both
+# programs with the flags of the installed pkg-config files (bufferqueue.pc, bufferqueue-core.pc).
 #   cmake -DMODE=<add_subdirectory|fetchcontent|find_package> -DSOURCE=<checkout> -DWORK=<directory>
 #         -DGENERATOR=<generator> -DCOMPILER=<c++ compiler> [-DLAUNCHER=<ccache>] [-DBUILD_TYPE=<type>]
 #         -P run_package_test.cmake
@@ -25,11 +29,15 @@ if(MODE STREQUAL "find_package")
         -DBUFFERQUEUE_BUILD_EXAMPLES=OFF -DBUFFERQUEUE_INSTALL=ON)
     run("${CMAKE_COMMAND}" --build "${WORK}/library")
     run("${CMAKE_COMMAND}" --install "${WORK}/library" --prefix "${prefix}")
-    foreach(installed IN ITEMS include/bufferqueue/bufferqueue.hpp include/bufferqueue/push_consumer.hpp
-                               include/bufferqueue/push/detail/push_loop.hpp lib/libbufferqueue.a
-                               lib/cmake/bufferqueue/bufferqueueConfig.cmake
+    foreach(installed IN ITEMS include/bufferqueue/bufferqueue.hpp include/bufferqueue/core.hpp
+                               include/bufferqueue/mmap.hpp include/bufferqueue/push_consumer.hpp
+                               include/bufferqueue/push/detail/push_loop.hpp lib/libbufferqueue_core.a
+                               lib/libbufferqueue_mmap.a lib/cmake/bufferqueue/bufferqueueConfig.cmake
                                lib/cmake/bufferqueue/bufferqueueConfigVersion.cmake
-                               lib/cmake/bufferqueue/bufferqueueTargets.cmake)
+                               lib/cmake/bufferqueue/bufferqueue-core-targets.cmake
+                               lib/cmake/bufferqueue/bufferqueue-mmap-targets.cmake
+                               lib/cmake/bufferqueue/bufferqueue-bufferqueue-targets.cmake
+                               lib/pkgconfig/bufferqueue.pc lib/pkgconfig/bufferqueue-core.pc)
         if(NOT EXISTS "${prefix}/${installed}")
             file(GLOB_RECURSE present RELATIVE "${prefix}" "${prefix}/*")
             message(FATAL_ERROR "cmake --install did not install ${installed}; installed:\n${present}")
@@ -42,14 +50,60 @@ else()
     message(FATAL_ERROR "MODE must be add_subdirectory, fetchcontent or find_package, not '${MODE}'")
 endif()
 
+# Runs `program` and checks that it reports the three items for `label` ("<mode>, <component>").
+function(check_consumer program label)
+    run("${program}")
+    message("${output}")
+    string(REPLACE "+" "\\+" pattern "${label}")
+    if(NOT output MATCHES "package consumer \\(${pattern}\\): pulled sum 6, pushed 3 items")
+        message(FATAL_ERROR "unexpected output of ${program}")
+    endif()
+endfunction()
+
 run("${CMAKE_COMMAND}" -S "${SOURCE}/tests/package" -B "${WORK}/consumer" ${common} ${consumer_options})
 run("${CMAKE_COMMAND}" --build "${WORK}/consumer")
 file(GLOB_RECURSE targets_in_consumer "${WORK}/consumer/*bufferqueue_tests*")
 if(targets_in_consumer)
     message(FATAL_ERROR "the consumer build built bufferqueue's own tests: ${targets_in_consumer}")
 endif()
-run("${WORK}/consumer/package_consumer")
-message("${output}")
-if(NOT output MATCHES "package consumer \\(${MODE}\\): pulled sum 6, pushed 3 items")
-    message(FATAL_ERROR "unexpected output of the package consumer")
+check_consumer("${WORK}/consumer/package_consumer" "${MODE}, bufferqueue")
+check_consumer("${WORK}/consumer/package_core_consumer" "${MODE}, core")
+
+if(MODE STREQUAL "find_package")
+    # find_package(bufferqueue COMPONENTS core) must not look for nlohmann_json or msgpack: here it
+    # could not find them.
+    run("${CMAKE_COMMAND}" -S "${SOURCE}/tests/package" -B "${WORK}/core-consumer" ${common} ${consumer_options}
+        -DBUFFERQUEUE_CONSUME_COMPONENT=core -DCMAKE_DISABLE_FIND_PACKAGE_nlohmann_json=ON
+        -DCMAKE_DISABLE_FIND_PACKAGE_msgpack=ON -DCMAKE_DISABLE_FIND_PACKAGE_msgpack-cxx=ON)
+    run("${CMAKE_COMMAND}" --build "${WORK}/core-consumer")
+    if(EXISTS "${WORK}/core-consumer/package_consumer")
+        message(FATAL_ERROR "the core-only consumer build built package_consumer")
+    endif()
+    check_consumer("${WORK}/core-consumer/package_core_consumer" "find_package, core")
+
+    # pkg-config: `pkg-config --cflags --libs bufferqueue` (and bufferqueue-core) against the staging prefix.
+    find_program(pkg_config NAMES pkg-config pkgconf REQUIRED)
+    set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig")
+    set(launcher "")
+    if(LAUNCHER)
+        set(launcher "${LAUNCHER}")
+    endif()
+    foreach(package IN ITEMS bufferqueue bufferqueue-core)
+        run("${pkg_config}" --cflags --libs ${package})
+        string(STRIP "${output}" flags)
+        separate_arguments(flags UNIX_COMMAND "${flags}")
+        message("pkg-config --cflags --libs ${package}: ${flags}")
+        set(extra "")
+        set(component bufferqueue)
+        if(package STREQUAL "bufferqueue-core")
+            set(extra "-I${SOURCE}/tests/package/poisoned" -DBUFFERQUEUE_PACKAGE_CORE_ONLY)
+            set(component core)
+            if(flags MATCHES "-lbufferqueue_mmap")
+                message(FATAL_ERROR "pkg-config bufferqueue-core links the mmap component: ${flags}")
+            endif()
+        endif()
+        run(${launcher} "${COMPILER}" -std=c++20 ${extra} "-DBUFFERQUEUE_CONSUME_AS=\"pkg-config\""
+            "${SOURCE}/tests/package/main.cpp" ${flags} -o "${WORK}/pkg-config-${package}")
+        check_consumer("${WORK}/pkg-config-${package}" "pkg-config, ${component}")
+    endforeach()
 endif()

@@ -1,16 +1,7 @@
-// bufferqueue: the umbrella header - everything a program needs.
+// bufferqueue: the umbrella header - everything a program needs (CMake target bufferqueue::bufferqueue,
+// pkg-config bufferqueue): the core component (<bufferqueue/core.hpp>: registry, memory topics, handles)
+// and the mmap component (<bufferqueue/mmap.hpp>: persistent topics, serializers).
 #pragma once
 
-#include "bufferqueue/serialization/any_serializer.hpp"
-#include "bufferqueue/batch.hpp"
-#include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/error.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
-#include "bufferqueue/options.hpp"
-#include "bufferqueue/partition_key.hpp"
-#include "bufferqueue/producer.hpp"
-#include "bufferqueue/pull_consumer.hpp"
-#include "bufferqueue/push_consumer.hpp"
-#include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/core.hpp"
+#include "bufferqueue/mmap.hpp"

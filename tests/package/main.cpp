@@ -1,6 +1,16 @@
 // The package consumer: produces three items into a memory topic and reads them back with a pull
-// consumer in a coroutine and with a push consumer.
+// consumer in a coroutine and with a push consumer. Built twice (CMakeLists.txt): with the umbrella
+// header, and with BUFFERQUEUE_PACKAGE_CORE_ONLY against the core component alone.
+#ifdef BUFFERQUEUE_PACKAGE_CORE_ONLY
+#include <bufferqueue/core.hpp>
+#if defined(NLOHMANN_JSON_VERSION_MAJOR) || defined(MSGPACK_VERSION_MAJOR)
+#error "<bufferqueue/core.hpp> included nlohmann_json or msgpack-cxx"
+#endif
+#define BUFFERQUEUE_PACKAGE_COMPONENT "core"
+#else
 #include <bufferqueue/bufferqueue.hpp>
+#define BUFFERQUEUE_PACKAGE_COMPONENT "bufferqueue"
+#endif
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -46,6 +56,7 @@ int main()
         },
         asio::detached);
     io.run();
-    std::printf("package consumer (%s): pulled sum %d, pushed %d items\n", BUFFERQUEUE_CONSUME_AS, sum, pushed);
+    std::printf("package consumer (%s, %s): pulled sum %d, pushed %d items\n", BUFFERQUEUE_CONSUME_AS,
+                BUFFERQUEUE_PACKAGE_COMPONENT, sum, pushed);
     return sum == 6 && pushed == 3 ? 0 : 1;
 }
