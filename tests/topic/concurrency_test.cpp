@@ -3,11 +3,11 @@
 // run under ThreadSanitizer, so sizes stay moderate. Catch2 assertions are not thread-safe: worker
 // threads only record what they see, and the test thread asserts after joining them.
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/topic/detail/capacity_gate.hpp"
-#include "bufferqueue/storage/memory/detail/memory_partition.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/storage/memory/detail/memory_partition.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include "catch.hpp"
 
@@ -1095,7 +1095,7 @@ TEST_CASE("concurrency: memory partition appends from many threads are read in o
         CHECK(result->order_violations == 0);
         CHECK(result->count_per_writer == std::vector<std::uint32_t>(writer_count, per_writer));
     }
-    CHECK(partition.end_offset() == std::uint64_t{writer_count} * per_writer);
+    CHECK(partition.end_items() == std::uint64_t{writer_count} * per_writer);
 }
 
 namespace {

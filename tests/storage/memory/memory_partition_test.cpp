@@ -5,6 +5,7 @@
 #include "catch.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -165,11 +166,11 @@ TEST_CASE("memory partition: append publishes items and pull reads them from the
     memory_partition<int> partition(16, false);
     auto& reader = partition.open_cursor("g");
     CHECK_FALSE(partition.has_data(reader));
-    CHECK(partition.end_offset() == 0);
+    CHECK(partition.end_items() == 0);
     CHECK(partition.pull(reader, 10).items.empty());
 
     REQUIRE(append(partition, range(0, 10)) == 10);
-    CHECK(partition.end_offset() == 10);
+    CHECK(partition.end_items() == 10);
     CHECK(partition.has_data(reader));
 
     bq::pull_result<int> pulled = partition.pull(reader, 4);
@@ -197,7 +198,7 @@ TEST_CASE("memory partition: append publishes items and pull reads them from the
 
     // Later appends continue at the next offset.
     REQUIRE(append(partition, range(10, 12)) == 2);
-    CHECK(partition.end_offset() == 12);
+    CHECK(partition.end_items() == 12);
     CHECK(drain(partition, reader, 100) == range(10, 12));
 }
 
@@ -473,13 +474,13 @@ TEST_CASE("memory partition: a throwing copy constructor publishes only the cons
         std::size_t appended = 0;
         CHECK_THROWS_AS(partition.append(all_of(input), appended), std::runtime_error);
         CHECK(appended == 3);
-        CHECK(partition.end_offset() == 3);
+        CHECK(partition.end_items() == 3);
         CHECK(registry().live() == live_before + input.size() + 3);
 
         // The next append continues right after the constructed prefix.
         const std::vector<tracked> more{tracked(10), tracked(11)};
         REQUIRE(append(partition, more) == 2);
-        CHECK(partition.end_offset() == 5);
+        CHECK(partition.end_items() == 5);
         CHECK(drain(partition, reader, 100) == std::vector<int>{0, 1, 2, 10, 11});
     }
     CHECK(registry().live() == live_before);
@@ -530,7 +531,7 @@ TEST_CASE("memory partition: with lanes, every thread's items are read once and 
     for (std::thread& each : threads) {
         each.join();
     }
-    CHECK(partition.end_offset() == std::uint64_t{thread_count * per_thread});
+    CHECK(partition.end_items() == std::uint64_t{thread_count * per_thread});
 
     const std::vector<int> read = drain(partition, reader, 7);
     REQUIRE(read.size() == std::size_t{thread_count * per_thread});
@@ -655,4 +656,134 @@ TEST_CASE("memory partition: an append on behalf of another producing thread goe
     std::sort(batches.begin(), batches.end());
     // One batch per lane: this thread's items together and in order, the other thread's own apart.
     CHECK(batches == std::vector<std::vector<int>>{range(0, 6), range(100, 102)});
+}
+
+namespace {
+
+/// Pulls, releases and commits batches of up to `batch_size` until `reader` has nothing left;
+/// returns how many items it read.
+std::size_t drain_released(memory_partition<int>& partition, memory_partition<int>::cursor& reader,
+                           std::size_t batch_size)
+{
+    std::size_t read = 0;
+    for (int round = 0; round < 100000; ++round) {
+        const bq::pull_result<int> pulled = partition.pull(reader, batch_size);
+        if (pulled.items.empty()) {
+            break;
+        }
+        read += pulled.items.size();
+        partition.release_batch(reader);
+        partition.commit(reader, pulled.next_offset);
+    }
+    return read;
+}
+
+}  // namespace
+
+TEST_CASE("memory partition: statistics count the items appended, still held and committed by each group",
+          "[memory][storage]")
+{
+    const bool bounded = GENERATE(false, true);
+    INFO("bounded " << bounded);
+    memory_partition<int> partition(4, bounded);
+    auto& slow = partition.open_cursor("slow");
+    auto& fast = partition.open_cursor("fast");
+    CHECK(partition.end_items() == 0);
+    CHECK(partition.earliest_items() == 0);
+    CHECK(partition.committed_items(slow) == 0);
+
+    REQUIRE(append(partition, range(0, 10)) == 10);
+    CHECK(partition.end_items() == 10);
+    CHECK(partition.earliest_items() == 0);
+    CHECK(partition.committed_items(fast) == 0);
+
+    REQUIRE(drain_released(partition, fast, 3) == 10);
+    CHECK(partition.committed_items(fast) == 10);
+    CHECK(partition.committed_items(slow) == 0);
+    CHECK(partition.earliest_items() == 0);  // the slow group holds everything
+
+    const bq::pull_result<int> pulled = partition.pull(slow, 3);
+    REQUIRE(pulled.next_offset == 3);
+    partition.release_batch(slow);
+    partition.commit(slow, pulled.next_offset);
+    CHECK(partition.committed_items(slow) == 3);
+    // Bounded: capacity was given back up to 3. Unbounded: segment [0,4) is still held.
+    CHECK(partition.earliest_items() == (bounded ? 3 : 0));
+
+    REQUIRE(drain_released(partition, slow, 100) == 7);
+    CHECK(partition.committed_items(slow) == 10);
+    // Unbounded: segments [0,4) and [4,8) were recycled, the tail [8,12) is held.
+    CHECK(partition.earliest_items() == (bounded ? 10 : 8));
+
+    REQUIRE(append(partition, range(10, 12)) == 2);
+    CHECK(partition.end_items() == 12);
+    CHECK(partition.committed_items(slow) == 10);
+    // A group opened now starts at earliest_items().
+    auto& late = partition.open_cursor("late");
+    CHECK(partition.committed_items(late) == partition.earliest_items());
+}
+
+TEST_CASE("memory partition: with lanes, the statistics are sums over the lanes", "[memory][storage]")
+{
+    memory_partition<int> partition(4, false, 8);
+    auto& reader = partition.open_cursor("g");
+    REQUIRE(append(partition, range(0, 6)) == 6);
+    std::thread([&partition] { REQUIRE(append(partition, range(100, 105)) == 5); }).join();
+    CHECK(partition.end_items() == 11);
+    CHECK(partition.committed_items(reader) == 0);
+
+    REQUIRE(drain_released(partition, reader, 100) == 11);
+    CHECK(partition.committed_items(reader) == 11);
+    // Each lane recycled its segment [0,4) and holds its tail [4,8).
+    CHECK(partition.earliest_items() == 8);
+}
+
+TEST_CASE("memory partition: statistics read while producers and a consumer run are ordered and never go back",
+          "[memory][storage][concurrency]")
+{
+    constexpr std::size_t producer_count = 2;
+    constexpr int per_producer = 2000;
+    memory_partition<int> partition(16, false, 3);
+    auto& reader = partition.open_cursor("g");
+    std::atomic<bool> consumed{false};
+    std::vector<std::thread> threads;
+    for (std::size_t producer = 0; producer < producer_count; ++producer) {
+        threads.emplace_back([&partition] {
+            for (int sequence = 0; sequence < per_producer; ++sequence) {
+                append(partition, std::vector<int>{sequence});
+            }
+        });
+    }
+    threads.emplace_back([&partition, &reader, &consumed] {
+        std::size_t read = 0;
+        while (read < producer_count * per_producer) {
+            read += drain_released(partition, reader, 7);
+            std::this_thread::yield();
+        }
+        consumed.store(true);
+    });
+
+    std::size_t disordered = 0;
+    std::size_t went_back = 0;
+    std::uint64_t last_earliest = 0;
+    std::uint64_t last_committed = 0;
+    std::uint64_t last_end = 0;
+    while (!consumed.load()) {
+        // In this order each is at most the next: every lane's position only moves forward.
+        const std::uint64_t earliest = partition.earliest_items();
+        const std::uint64_t committed = partition.committed_items(reader);
+        const std::uint64_t end = partition.end_items();
+        disordered += earliest <= committed && committed <= end ? 0 : 1;
+        went_back += earliest >= last_earliest && committed >= last_committed && end >= last_end ? 0 : 1;
+        last_earliest = earliest;
+        last_committed = committed;
+        last_end = end;
+    }
+    for (std::thread& each : threads) {
+        each.join();
+    }
+    CHECK(disordered == 0);
+    CHECK(went_back == 0);
+    CHECK(partition.end_items() == producer_count * per_producer);
+    CHECK(partition.committed_items(reader) == producer_count * per_producer);
 }

@@ -1,8 +1,12 @@
-// Internal: the in-memory storage partition, a linked list of fixed-size segments.
+// Internal: the in-memory storage partition - producer lanes of fixed-size segments
+// (memory_lane.hpp, memory_segment.hpp) read through per-group cursors (memory_cursor.hpp).
 #pragma once
 
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
+#include "bufferqueue/storage/memory/detail/memory_cursor.hpp"
+#include "bufferqueue/storage/memory/detail/memory_lane.hpp"
+#include "bufferqueue/storage/memory/detail/memory_segment.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
@@ -11,43 +15,14 @@
 #include <bit>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <limits>
 #include <list>
 #include <memory>
 #include <mutex>
-#include <new>
 #include <string>
 #include <string_view>
-#include <type_traits>
-#include <vector>
 
 namespace bufferqueue::detail {
-
-/// One fixed-size block of item slots. Slot `i` holds the item at logical offset `base + i`.
-/// Every slot of a segment that has a successor is constructed; the tail segment holds the
-/// constructed prefix [0, published end - base).
-template <class T>
-struct memory_segment {
-    explicit memory_segment(std::size_t capacity) : capacity(capacity), items(std::allocator<T>().allocate(capacity)) {}
-    memory_segment(const memory_segment&) = delete;
-    memory_segment& operator=(const memory_segment&) = delete;
-    ~memory_segment() { std::allocator<T>().deallocate(items, capacity); }
-
-    std::uint64_t end() const noexcept { return base + capacity; }
-
-    void destroy_items(std::size_t constructed) noexcept
-    {
-        if constexpr (!std::is_trivially_destructible_v<T>) {
-            std::destroy_n(items, constructed);
-        }
-    }
-
-    const std::size_t capacity;
-    T* const items;
-    std::uint64_t base = 0;
-    std::atomic<memory_segment*> next{nullptr};
-};
 
 /// In-memory storage partition, split into producer lanes. Each lane is a list of segments with
 /// its own published end: readers load it with acquire and read without any lock. With one lane,
@@ -63,31 +38,13 @@ struct memory_segment {
 /// their first segment on their first append.
 template <class T>
 class memory_partition {
-    static constexpr std::uint64_t no_pin = std::numeric_limits<std::uint64_t>::max();
+    static constexpr std::uint64_t no_pin = memory_no_pin;
 
 public:
     /// A consumer group's progress in one lane.
-    struct lane_position {
-        std::atomic<std::uint64_t> committed{0};
-        /// Start of the batch the consumer still holds in this lane, or `no_pin`.
-        std::atomic<std::uint64_t> pinned{no_pin};
-        /// The segment holding `committed` (or ending at it); only moves forward. Null until the
-        /// lane's first segment exists.
-        std::atomic<memory_segment<T>*> segment{nullptr};
-    };
-
-    /// A consumer group's progress in this partition. `pulled_lane` and `next_lane` belong to the
-    /// one consumer using the cursor.
-    struct cursor {
-        explicit cursor(std::size_t lanes) : lanes(std::make_unique<lane_position[]>(lanes)) {}
-
-        std::string group;
-        std::unique_ptr<lane_position[]> lanes;
-        /// The lane of the last pull: what `commit` and `release_batch` apply to.
-        std::size_t pulled_lane = 0;
-        /// Where the next pull starts looking, so every lane with data gets its turn.
-        std::size_t next_lane = 0;
-    };
+    using lane_position = memory_lane_position<T>;
+    /// A consumer group's progress in this partition.
+    using cursor = memory_cursor<T>;
 
     /// Most producer lanes a partition can have.
     static constexpr std::size_t max_lanes = 64;
@@ -96,31 +53,16 @@ public:
     /// item still held, and every lane appends under its lock (see `append`). `lanes`: producer
     /// lanes, 1 to `max_lanes` (more are capped).
     memory_partition(std::size_t segment_size, bool bounded, std::size_t lanes = 1)
-        : segment_size_(segment_size), bounded_(bounded), lane_count_(std::clamp<std::size_t>(lanes, 1, max_lanes)),
-          lanes_(std::make_unique<lane[]>(lane_count_))
+        : bounded_(bounded), lane_count_(std::clamp<std::size_t>(lanes, 1, max_lanes)),
+          lanes_(std::make_unique<lane[]>(lane_count_)), pool_(segment_size)
     {
     }
 
     memory_partition(const memory_partition&) = delete;
     memory_partition& operator=(const memory_partition&) = delete;
 
-    ~memory_partition()
-    {
-        for (std::size_t index = 0; index < lane_count_; ++index) {
-            const lane& each = lanes_[index];
-            const std::uint64_t end = each.published_end.load(std::memory_order_acquire);
-            for (memory_segment<T>* segment = each.head; segment != nullptr;) {
-                memory_segment<T>* next = segment->next.load(std::memory_order_acquire);
-                segment->destroy_items(next != nullptr ? segment->capacity
-                                                       : static_cast<std::size_t>(end - segment->base));
-                delete segment;
-                segment = next;
-            }
-        }
-        for (memory_segment<T>* segment : free_segments_) {
-            delete segment;
-        }
-    }
+    /// Destroys every item still held (each lane's destructor) and frees every segment.
+    ~memory_partition() = default;
 
     /// Appends to the lane of `source.producer` (the calling thread's by default). A bounded
     /// partition takes the lane's lock also for an owned lane: there a waiting produce that another
@@ -131,11 +73,20 @@ public:
                                       ? producer_lane(lane_count_)
                                       : producer_lane_of(source.producer, lane_count_);
         lane& target = lanes_[index];
+        // Publishes the lane's first segment to the release side, to cursors and to pull.
+        const auto on_first_segment = [this, &target, index](memory_segment<T>* fresh) {
+            {
+                std::lock_guard lock(groups_mutex_);
+                target.head = fresh;
+            }
+            target.first.store(fresh, std::memory_order_release);
+            used_lanes_.fetch_or(std::uint64_t{1} << index, std::memory_order_release);
+        };
         if (index + 1 < lane_count_ && !bounded_) {
-            append_to_lane(target, index, source, appended);  // this thread's own lane
+            target.append(source, appended, pool_, on_first_segment);  // this thread's own lane
         } else {
             std::lock_guard lock(target.append_mutex);
-            append_to_lane(target, index, source, appended);
+            target.append(source, appended, pool_, on_first_segment);
         }
     }
 
@@ -288,7 +239,7 @@ private:
                 }
             }
             for (std::size_t i = 0; i < unlinked; ++i) {
-                recycle(recycled[i]);
+                pool_.give_back(recycled[i]);
             }
             if (unlinked < recycled.size()) {
                 return released;
@@ -317,12 +268,45 @@ public:
     /// Memory holds no outside resources: items stay until the partition is destroyed.
     void close() noexcept {}
 
-    /// Items appended so far, over every lane.
-    std::uint64_t end_offset() const noexcept
+    /// Statistics, in items (the storage concept's `end_items`, `earliest_items`, `committed_items`).
+    /// Each lane counts its own items from 0; a partition's position is the sum over its lanes, so
+    /// `end_items() - committed_items(cursor)` is the group's lag. Thread-safe and noexcept, read
+    /// from any thread while producers and consumers run; the sums are not one atomic snapshot
+    /// across lanes (with one lane they are exact).
+
+    /// Items ever appended, over every lane. Lock-free.
+    std::uint64_t end_items() const noexcept
     {
         std::uint64_t total = 0;
         for (std::size_t index = 0; index < lane_count_; ++index) {
             total += lanes_[index].published_end.load(std::memory_order_acquire);
+        }
+        return total;
+    }
+
+    /// Index of the first item still held: where a group opened now starts (`open_cursor`) - the
+    /// start of each lane's oldest segment, or on a bounded partition where capacity was last given
+    /// back. Takes the groups lock briefly (a spin lock).
+    std::uint64_t earliest_items() const noexcept
+    {
+        std::lock_guard lock(groups_mutex_);
+        std::uint64_t total = 0;
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            const lane& each = lanes_[index];
+            if (each.head != nullptr) {
+                total += bounded_ ? each.released_up_to : each.head->base;
+            }
+        }
+        return total;
+    }
+
+    /// The group's committed position: items of every lane it has committed past. Lock-free;
+    /// `reader` must be a cursor of this partition (from `open_cursor`, its group not removed).
+    std::uint64_t committed_items(const cursor& reader) const noexcept
+    {
+        std::uint64_t total = 0;
+        for (std::size_t index = 0; index < lane_count_; ++index) {
+            total += reader.lanes[index].committed.load(std::memory_order_acquire);
         }
         return total;
     }
@@ -333,8 +317,8 @@ public:
     /// Segments currently allocated (held plus free), for memory accounting in tests.
     std::size_t allocated_segments() const
     {
-        std::scoped_lock lock(groups_mutex_, free_mutex_);
-        std::size_t count = free_segments_.size();
+        std::lock_guard lock(groups_mutex_);
+        std::size_t count = pool_.free_count();
         for (std::size_t index = 0; index < lane_count_; ++index) {
             for (memory_segment<T>* segment = lanes_[index].head; segment != nullptr;
                  segment = segment->next.load(std::memory_order_acquire)) {
@@ -345,50 +329,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t max_free_segments = 2;
-
-    struct lane {
-        alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded_
-        memory_segment<T>* tail = nullptr;    // written by the appending thread
-        alignas(64) std::atomic<std::uint64_t> published_end{0};
-        std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
-        alignas(64) memory_segment<T>* head = nullptr;   // guarded by groups_mutex_
-        std::uint64_t released_up_to = 0;                // guarded by groups_mutex_
-    };
-
-    // Appends with the lane owned by the caller (its own lane, or the shared lane's lock held).
-    void append_to_lane(lane& target, std::size_t index, const item_source<T>& source, std::size_t& appended)
-    {
-        std::uint64_t end = target.published_end.load(std::memory_order_relaxed);
-        try {
-            while (appended < source.count) {
-                if (target.tail == nullptr || end == target.tail->end()) {
-                    roll_over(target, index);
-                }
-                memory_segment<T>* tail = target.tail;
-                const auto slot = static_cast<std::size_t>(end - tail->base);
-                const std::size_t room = std::min<std::size_t>(tail->capacity - slot, source.count - appended);
-                T* destination = tail->items + slot;
-                if constexpr (std::is_trivially_copyable_v<T>) {
-                    if (source.indices == nullptr && source.stride == 1 && room > 1) {
-                        std::memcpy(static_cast<void*>(destination), source.base + appended, room * sizeof(T));
-                        appended += room;
-                        end += room;
-                        continue;
-                    }
-                }
-                for (std::size_t i = 0; i < room; ++i) {
-                    std::construct_at(destination + i, source[appended]);
-                    ++appended;
-                    ++end;
-                }
-            }
-        } catch (...) {
-            target.published_end.store(end, std::memory_order_release);
-            throw;
-        }
-        target.published_end.store(end, std::memory_order_release);
-    }
+    using lane = memory_lane<T>;
 
     bool any_cursor_on(std::size_t index, const memory_segment<T>* segment) const noexcept
     {
@@ -397,50 +338,6 @@ private:
         });
     }
 
-    // Called by the lane's appender when its tail is full or it has no segment yet.
-    void roll_over(lane& target, std::size_t index)
-    {
-        memory_segment<T>* fresh = nullptr;
-        {
-            std::lock_guard lock(free_mutex_);
-            if (!free_segments_.empty()) {
-                fresh = free_segments_.back();
-                free_segments_.pop_back();
-            }
-        }
-        if (fresh == nullptr) {
-            fresh = new memory_segment<T>(segment_size_);
-        }
-        fresh->next.store(nullptr, std::memory_order_relaxed);
-        if (target.tail == nullptr) {
-            fresh->base = 0;
-            {
-                std::lock_guard lock(groups_mutex_);
-                target.head = fresh;
-            }
-            target.first.store(fresh, std::memory_order_release);
-            used_lanes_.fetch_or(std::uint64_t{1} << index, std::memory_order_release);
-        } else {
-            fresh->base = target.tail->end();
-            target.tail->next.store(fresh, std::memory_order_release);
-        }
-        target.tail = fresh;
-    }
-
-    void recycle(memory_segment<T>* segment)
-    {
-        segment->destroy_items(segment->capacity);
-        {
-            std::lock_guard lock(free_mutex_);
-            if (free_segments_.size() < max_free_segments) {
-                free_segments_.push_back(segment);
-                return;
-            }
-        }
-        delete segment;
-    }
-
-    const std::size_t segment_size_;
     const bool bounded_;
     const std::size_t lane_count_;
     const std::unique_ptr<lane[]> lanes_;
@@ -449,8 +346,8 @@ private:
     alignas(64) mutable spin_mutex groups_mutex_;
     std::list<cursor> cursors_;  // guarded by groups_mutex_; stable addresses
 
-    mutable spin_mutex free_mutex_;
-    std::vector<memory_segment<T>*> free_segments_;  // guarded by free_mutex_
+    // Thread-safe by its own lock; allocated_segments takes that inside groups_mutex_, nothing the other way.
+    memory_segment_pool<T> pool_;
 };
 
 static_assert(storage_partition<memory_partition<int>, int>);

@@ -1,0 +1,107 @@
+// Internal: one producer lane of a memory partition - a list of segments with its own published end,
+// the append that fills it and the roll-over to the next segment.
+#pragma once
+
+#include "bufferqueue/detail/spin_mutex.hpp"
+#include "bufferqueue/storage/memory/detail/memory_segment.hpp"
+#include "bufferqueue/storage/storage.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+namespace bufferqueue::detail {
+
+/// One producer lane: segments linked from `head` (the oldest still held) to `tail` (the one being
+/// filled). One thread appends at a time - the lane's owner, or whoever holds `append_mutex` -
+/// and publishes with a release store of `published_end`; readers load it with acquire and read
+/// the slots before it without any lock. `head` and `released_up_to` belong to the partition's
+/// release side and are guarded by its groups lock. The destructor destroys the items still
+/// held and frees the lane's segments; no other thread may use the lane then.
+template <class T>
+struct memory_lane {
+    memory_lane() = default;
+    memory_lane(const memory_lane&) = delete;
+    memory_lane& operator=(const memory_lane&) = delete;
+
+    ~memory_lane()
+    {
+        const std::uint64_t end = published_end.load(std::memory_order_acquire);
+        for (memory_segment<T>* segment = head; segment != nullptr;) {
+            memory_segment<T>* next = segment->next.load(std::memory_order_acquire);
+            segment->destroy_items(next != nullptr ? segment->capacity : static_cast<std::size_t>(end - segment->base));
+            delete segment;
+            segment = next;
+        }
+    }
+
+    /// Appends `source` from item `appended` on, counting `appended` up as items are constructed;
+    /// the caller owns the lane (its own lane, or `append_mutex` held). When a copy throws, the
+    /// constructed prefix is published and the exception propagates. A full tail rolls over to a
+    /// segment from `pool`; the lane's first segment is passed to `on_first_segment(segment)`,
+    /// which must set `head` (under the partition's groups lock), store `first` and mark the lane
+    /// used before the items in it are published.
+    template <class OnFirstSegment>
+    void append(const item_source<T>& source, std::size_t& appended, memory_segment_pool<T>& pool,
+                OnFirstSegment&& on_first_segment)
+    {
+        std::uint64_t end = published_end.load(std::memory_order_relaxed);
+        try {
+            while (appended < source.count) {
+                if (tail == nullptr || end == tail->end()) {
+                    roll_over(pool, on_first_segment);
+                }
+                memory_segment<T>* filled = tail;
+                const auto slot = static_cast<std::size_t>(end - filled->base);
+                const std::size_t room = std::min<std::size_t>(filled->capacity - slot, source.count - appended);
+                T* destination = filled->items + slot;
+                if constexpr (std::is_trivially_copyable_v<T>) {
+                    if (source.indices == nullptr && source.stride == 1 && room > 1) {
+                        std::memcpy(static_cast<void*>(destination), source.base + appended, room * sizeof(T));
+                        appended += room;
+                        end += room;
+                        continue;
+                    }
+                }
+                for (std::size_t i = 0; i < room; ++i) {
+                    std::construct_at(destination + i, source[appended]);
+                    ++appended;
+                    ++end;
+                }
+            }
+        } catch (...) {
+            published_end.store(end, std::memory_order_release);
+            throw;
+        }
+        published_end.store(end, std::memory_order_release);
+    }
+
+    alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded
+    memory_segment<T>* tail = nullptr;    // written by the appending thread
+    alignas(64) std::atomic<std::uint64_t> published_end{0};
+    std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
+    alignas(64) memory_segment<T>* head = nullptr;   // guarded by the partition's groups lock
+    std::uint64_t released_up_to = 0;                // guarded by the partition's groups lock
+
+private:
+    // Called by the appender when the tail is full or the lane has no segment yet.
+    template <class OnFirstSegment>
+    void roll_over(memory_segment_pool<T>& pool, OnFirstSegment& on_first_segment)
+    {
+        memory_segment<T>* fresh = pool.take();
+        if (tail == nullptr) {
+            fresh->base = 0;
+            on_first_segment(fresh);
+        } else {
+            fresh->base = tail->end();
+            tail->next.store(fresh, std::memory_order_release);
+        }
+        tail = fresh;
+    }
+};
+
+}  // namespace bufferqueue::detail
