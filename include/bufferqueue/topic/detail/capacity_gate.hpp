@@ -145,12 +145,6 @@ public:
         }
     }
 
-    bool is_closed() const noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return closed_;
-    }
-
 private:
     // Reserves `count` items if they fit now, whoever waits.
     bool reserve(std::size_t count) noexcept
