@@ -42,12 +42,13 @@ struct memory_lane {
     /// Appends `source` from item `appended` on, counting `appended` up as items are constructed;
     /// the caller owns the lane (its own lane, or `append_mutex` held). When a copy throws, the
     /// constructed prefix is published and the exception propagates. A full tail rolls over to a
-    /// segment from `pool`; the lane's first segment is passed to `on_first_segment(segment)`,
-    /// which must set `head` (under the partition's groups lock), store `first` and mark the lane
-    /// used before the items in it are published.
+    /// segment from `pool`; the lane's first segment is passed to `on_first_segment(*this,
+    /// segment)`, which must set `head` (under the partition's groups lock), store `first` and mark
+    /// the lane used before the items in it are published. `OnFirstSegment` is taken by value: a
+    /// small function object (the partition passes one capturing only itself).
     template <class OnFirstSegment>
     void append(const item_source<T>& source, std::size_t& appended, memory_segment_pool<T>& pool,
-                OnFirstSegment&& on_first_segment)
+                OnFirstSegment on_first_segment)
     {
         std::uint64_t end = published_end.load(std::memory_order_relaxed);
         try {
@@ -95,7 +96,7 @@ private:
         memory_segment<T>* fresh = pool.take();
         if (tail == nullptr) {
             fresh->base = 0;
-            on_first_segment(fresh);
+            on_first_segment(*this, fresh);
         } else {
             fresh->base = tail->end();
             tail->next.store(fresh, std::memory_order_release);

@@ -73,14 +73,16 @@ public:
                                       ? producer_lane(lane_count_)
                                       : producer_lane_of(source.producer, lane_count_);
         lane& target = lanes_[index];
-        // Publishes the lane's first segment to the release side, to cursors and to pull.
-        const auto on_first_segment = [this, &target, index](memory_segment<T>* fresh) {
+        // Publishes a lane's first segment to the release side, to cursors and to pull. Captures
+        // only `this`, so it travels in a register: the call costs what append_to_lane's did.
+        const auto on_first_segment = [this](lane& first_used, memory_segment<T>* fresh) {
+            const auto used_index = static_cast<std::size_t>(&first_used - lanes_.get());
             {
                 std::lock_guard lock(groups_mutex_);
-                target.head = fresh;
+                first_used.head = fresh;
             }
-            target.first.store(fresh, std::memory_order_release);
-            used_lanes_.fetch_or(std::uint64_t{1} << index, std::memory_order_release);
+            first_used.first.store(fresh, std::memory_order_release);
+            used_lanes_.fetch_or(std::uint64_t{1} << used_index, std::memory_order_release);
         };
         if (index + 1 < lane_count_ && !bounded_) {
             target.append(source, appended, pool_, on_first_segment);  // this thread's own lane
