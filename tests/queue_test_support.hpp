@@ -8,12 +8,42 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue::test {
+
+/// A memory topic of ints: `name`, `partitions` and `segment_size`, every other option at its default.
+inline memory_topic_options<int> int_topic(std::string name, std::size_t partitions, std::size_t segment_size = 1024)
+{
+    memory_topic_options<int> options;
+    options.name = std::move(name);
+    options.partitions = partitions;
+    options.segment_size = segment_size;
+    return options;
+}
+
+/// The items of a batch, copied.
+template <class T>
+std::vector<T> items_of(const batch<T>& delivered)
+{
+    return std::vector<T>(delivered.begin(), delivered.end());
+}
+
+/// The items of a batch that must have been delivered (REQUIREs it), copied.
+template <class T>
+std::vector<T> items_of(const std::optional<batch<T>>& delivered)
+{
+    REQUIRE(delivered);
+    return {delivered->begin(), delivered->end()};
+}
 
 /// Commits the consumer's latest batch, runs `io` until the commit completes, and returns its code.
 template <class T>
@@ -45,6 +75,23 @@ boost::system::error_code produce_now(producer<T>& producer, const T& item, boos
     io.restart();
     REQUIRE(completed);
     return result;
+}
+
+/// The bytes of the file at `path` (REQUIREs that it opens).
+inline std::vector<unsigned char> file_bytes(const std::filesystem::path& path)
+{
+    std::ifstream in(path, std::ios::binary);
+    REQUIRE(in);
+    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+/// Replaces the file at `path` with `bytes` (REQUIREs that it opens and the write succeeds).
+inline void write_file(const std::filesystem::path& path, const std::vector<unsigned char>& bytes)
+{
+    std::ofstream out(path, std::ios::binary | std::ios::trunc);
+    REQUIRE(out);
+    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    REQUIRE(out);
 }
 
 /// The path of segment file `index` in a partition folder.

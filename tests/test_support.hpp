@@ -6,8 +6,10 @@
 #include <stdlib.h>
 
 #include <cstddef>
+#include <exception>
 #include <filesystem>
 #include <initializer_list>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <stdexcept>
@@ -59,6 +61,22 @@ private:
     std::filesystem::path path_;
     std::string string_;
 };
+
+/// Completion handler for co_spawn: an exception escaping a coroutine propagates out of `run()`.
+inline void rethrow(std::exception_ptr failure)
+{
+    if (failure) {
+        std::rethrow_exception(failure);
+    }
+}
+
+/// The integers [first, last) in order.
+inline std::vector<int> range(int first, int last)
+{
+    std::vector<int> values(static_cast<std::size_t>(last - first));
+    std::iota(values.begin(), values.end(), first);
+    return values;
+}
 
 /// The `bufferqueue::error` that `function` throws, or nothing.
 template <typename Function>

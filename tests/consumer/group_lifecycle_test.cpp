@@ -27,15 +27,10 @@ namespace fs = std::filesystem;
 
 using bufferqueue::test::commit_now;
 using bufferqueue::test::error_from;
+using bufferqueue::test::items_of;
 using bufferqueue::test::missing_from;
 using bufferqueue::test::segment_indices;
 using bufferqueue::test::temporary_directory;
-
-std::vector<int> items_of(const std::optional<bq::batch<int>>& delivered)
-{
-    REQUIRE(delivered);
-    return {delivered->begin(), delivered->end()};
-}
 
 bq::mmap_topic_options<int> persistent_numbers(const temporary_directory& directory, std::size_t partitions = 1)
 {

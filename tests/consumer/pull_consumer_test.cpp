@@ -5,6 +5,8 @@
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -28,6 +30,10 @@ namespace {
 
 namespace asio = boost::asio;
 namespace bq = bufferqueue;
+using bq::test::int_topic;
+using bq::test::items_of;
+using bq::test::range;
+using bq::test::rethrow;
 
 /// An item that names the partition it is routed to (through the topic's key selector).
 struct tagged {
@@ -47,15 +53,6 @@ bq::memory_topic_options<tagged> keyed_topic(std::string name, std::size_t parti
     return options;
 }
 
-bq::memory_topic_options<int> int_topic(std::string name, std::size_t partitions, std::size_t segment_size = 1024)
-{
-    bq::memory_topic_options<int> options;
-    options.name = std::move(name);
-    options.partitions = partitions;
-    options.segment_size = segment_size;
-    return options;
-}
-
 bq::pull_consumer_options group(std::string topic, std::string name, bool auto_commit, std::size_t batch_size)
 {
     return {.topic = std::move(topic), .group = std::move(name), .auto_commit = auto_commit, .batch_size = batch_size};
@@ -67,14 +64,6 @@ constexpr auto hang_guard = std::chrono::minutes(1);
 
 /// Bounds loops that wait for progress, so a consumer that stops advancing fails the test.
 constexpr int max_rounds = 10000;
-
-/// Completion handler for co_spawn: an exception escaping a coroutine propagates out of `run()`.
-void rethrow(std::exception_ptr failure)
-{
-    if (failure) {
-        std::rethrow_exception(failure);
-    }
-}
 
 /// Runs `body` as a coroutine on `io` until the context runs out of work, then rethrows whatever
 /// the coroutine threw, so a failed assertion inside it fails the test.
@@ -93,19 +82,6 @@ void run_coroutine(asio::io_context& io, Body&& body)
         std::rethrow_exception(failure);
     }
     REQUIRE(finished);
-}
-
-template <class T>
-std::vector<T> items_of(const bq::batch<T>& delivered)
-{
-    return std::vector<T>(delivered.begin(), delivered.end());
-}
-
-std::vector<int> range(int first, int last)
-{
-    std::vector<int> values(static_cast<std::size_t>(last - first));
-    std::iota(values.begin(), values.end(), first);
-    return values;
 }
 
 std::vector<tagged> tagged_range(std::uint32_t partition, std::uint32_t first, std::uint32_t last)

@@ -6,6 +6,7 @@
 #include "bufferqueue/buffer_queue.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 #include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -38,17 +39,10 @@ namespace {
 namespace asio = boost::asio;
 namespace bq = bufferqueue;
 using bq::test::error_from;
+using bq::test::int_topic;
 using bq::test::missing_from;
 
 constexpr auto hang_guard = std::chrono::seconds(60);
-
-bq::memory_topic_options<int> int_topic(std::string name, std::size_t partitions)
-{
-    bq::memory_topic_options<int> options;
-    options.name = std::move(name);
-    options.partitions = partitions;
-    return options;
-}
 
 std::vector<int> sequence(int count)
 {

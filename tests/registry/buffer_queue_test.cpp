@@ -29,6 +29,7 @@
 namespace {
 
 namespace bq = bufferqueue;
+using bq::test::rethrow;
 
 // Distinct item types whose names show up in registry messages.
 struct registry_alpha {
@@ -42,13 +43,6 @@ struct registry_gamma {
 };
 
 // Rethrows what a co_spawned coroutine threw, so it propagates out of io_context::run().
-void rethrow_failure(std::exception_ptr failure)
-{
-    if (failure) {
-        std::rethrow_exception(failure);
-    }
-}
-
 // The bufferqueue::error `action` throws; fails the test when it throws nothing or something else.
 template <class Action>
 bq::error thrown_error(Action&& action)
@@ -536,7 +530,7 @@ TEST_CASE("buffer queue: awaited failures throw boost::system::system_error comp
             }
             finished = true;
         },
-        rethrow_failure);
+        rethrow);
     io.run();
     CHECK(finished);
     REQUIRE(auto_commit);

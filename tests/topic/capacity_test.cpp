@@ -2,6 +2,7 @@
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -20,15 +21,9 @@ namespace {
 
 namespace bq = bufferqueue;
 using boost::system::error_code;
+using bq::test::rethrow;
 
 constexpr const char* topic_name = "bounded";
-
-void rethrow_failure(std::exception_ptr failure)
-{
-    if (failure) {
-        std::rethrow_exception(failure);
-    }
-}
 
 // Runs every handler that is ready now, without blocking; returns how many ran.
 std::size_t drain(boost::asio::io_context& io)
@@ -125,7 +120,7 @@ TEST_CASE("memory topic: in wait mode produce waits for room until a consumer co
             co_await topic.producer.produce(4);
             awaited = true;
         },
-        rethrow_failure);
+        rethrow);
     drain(topic.io);
     CHECK_FALSE(waiting.code);
     CHECK_FALSE(awaited);
@@ -177,7 +172,7 @@ TEST_CASE("memory topic: in fail mode produce fails with queue_full and try_prod
                 awaited = failure.code();
             }
         },
-        rethrow_failure);
+        rethrow);
     drain(topic.io);
     REQUIRE(single.code);
     CHECK(*single.code == bq::errc::queue_full);
@@ -485,7 +480,7 @@ TEST_CASE("memory topic: closing the queue aborts a waiting produce with operati
                 awaited = failure.code();
             }
         },
-        rethrow_failure);
+        rethrow);
     drain(topic.io);
     CHECK_FALSE(single.code);
     CHECK_FALSE(batch.code);

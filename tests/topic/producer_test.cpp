@@ -2,6 +2,7 @@
 
 #include "bufferqueue/buffer_queue.hpp"
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
@@ -21,6 +22,8 @@
 namespace {
 
 namespace bq = bufferqueue;
+using bq::test::error_from;
+using bq::test::rethrow;
 
 struct order {
     int key = 0;
@@ -29,24 +32,6 @@ struct order {
 
     bool operator==(const order&) const = default;
 };
-
-void rethrow_failure(std::exception_ptr failure)
-{
-    if (failure) {
-        std::rethrow_exception(failure);
-    }
-}
-
-template <class Action>
-std::optional<bq::error> caught_error(Action&& action)
-{
-    try {
-        action();
-    } catch (const bq::error& failure) {
-        return failure;
-    }
-    return std::nullopt;
-}
 
 bq::pull_consumer_options automatic(std::string topic, std::string group)
 {
@@ -125,7 +110,7 @@ TEST_CASE("producer: awaited batches are routed per item like try_produce batche
             co_await producer.produce(std::span<const int>(batch));
             co_await producer.produce(7);
         },
-        rethrow_failure);
+        rethrow);
     io.run();
     CHECK(read_partitions(consumers) == std::vector<std::vector<int>>{{0, 3, 6}, {1, 4, 7}, {2, 5}});
 }
@@ -191,7 +176,7 @@ TEST_CASE("producer: any input range is copied once and produced as one batch", 
             std::list<int> moved{6, 7};
             co_await producer.produce(std::move(moved));
         },
-        rethrow_failure);
+        rethrow);
     io.run();
     CHECK(producer.try_produce(ordered));
     CHECK(read_partitions(consumers) == std::vector<std::vector<int>>{{0, 2, 7, 4}, {1, 6, 3, 5}});
@@ -213,7 +198,7 @@ TEST_CASE("producer: any input range is copied once and produced as one batch", 
     io.restart();
     boost::asio::co_spawn(
         io, [&]() -> boost::asio::awaitable<void> { co_await producer.produce(numbers | std::views::filter(even)); },
-        rethrow_failure);
+        rethrow);
     io.run();
     CHECK(
         producer.try_produce(numbers | std::views::take(2) | std::views::transform([](int value) { return -value; })));
@@ -252,7 +237,7 @@ TEST_CASE("producer: a throwing key selector propagates and leaks no capacity", 
                 caught = true;
             }
         },
-        rethrow_failure);
+        rethrow);
     topic.io.run();
     CHECK(caught);
 
@@ -282,12 +267,12 @@ TEST_CASE("producer: a fractional floating key fails with invalid_argument namin
         CHECK(failure->code() == bq::errc::invalid_argument);
         CHECK(std::string(failure->what()).find("'weights'") != std::string::npos);
     };
-    expect_invalid(caught_error([&] { producer.try_produce(measured{1.5}); }));
+    expect_invalid(error_from([&] { producer.try_produce(measured{1.5}); }));
     const std::vector<measured> mixed{{2.0}, {1.5}};
-    expect_invalid(caught_error([&] { producer.try_produce(std::span<const measured>(mixed)); }));
-    expect_invalid(caught_error([&] { producer.produce(measured{1.5}, [](boost::system::error_code) {}); }));
+    expect_invalid(error_from([&] { producer.try_produce(std::span<const measured>(mixed)); }));
+    expect_invalid(error_from([&] { producer.produce(measured{1.5}, [](boost::system::error_code) {}); }));
     expect_invalid(
-        caught_error([&] { producer.produce(std::span<const measured>(mixed), [](boost::system::error_code) {}); }));
+        error_from([&] { producer.produce(std::span<const measured>(mixed), [](boost::system::error_code) {}); }));
     CHECK_FALSE(consumer.try_consume());  // the valid item of the mixed batch was not stored either
 
     // Integral floating keys are fine: 3.0 goes where 3 goes.

@@ -3,6 +3,7 @@
 #include "bufferqueue/storage/memory/detail/memory_partition.hpp"
 
 #include "catch.hpp"
+#include "test_support.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@ namespace {
 
 namespace bq = bufferqueue;
 using bq::detail::memory_partition;
+using bq::test::range;
 
 /// Remembers the address of every live `tracked` object, so a double destruction, a destruction of
 /// a slot never constructed, and a leak are all detected, and live instances can be counted.
@@ -100,13 +102,6 @@ std::size_t append(memory_partition<T>& partition, const std::vector<T>& items)
     std::size_t appended = 0;
     partition.append(all_of(items), appended);
     return appended;
-}
-
-std::vector<int> range(int first, int last)
-{
-    std::vector<int> values(static_cast<std::size_t>(last - first));
-    std::iota(values.begin(), values.end(), first);
-    return values;
 }
 
 /// The ranges one after another.

@@ -32,9 +32,11 @@
 
 namespace {
 
+using bufferqueue::test::file_bytes;
 using bufferqueue::test::memory_backed_temporary_path;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
+using bufferqueue::test::write_file;
 
 namespace bq = bufferqueue;
 namespace detail = bufferqueue::detail;
@@ -42,21 +44,6 @@ namespace fs = std::filesystem;
 using bq::errc;
 
 using byte_vector = std::vector<unsigned char>;
-
-byte_vector file_bytes(const fs::path& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& path, const byte_vector& bytes)
-{
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    REQUIRE(out);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out);
-}
 
 // Every file (with its bytes) and folder under `root`, by relative path.
 std::map<std::string, byte_vector> snapshot(const fs::path& root)

@@ -26,10 +26,12 @@
 
 namespace {
 
+using bufferqueue::test::file_bytes;
 using bufferqueue::test::segment_indices;
 using bufferqueue::test::segment_path;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
+using bufferqueue::test::write_file;
 
 namespace bq = bufferqueue;
 namespace fs = std::filesystem;
@@ -97,21 +99,6 @@ struct open_topic {
 
     std::map<std::string, bq::pull_consumer<std::string>> consumers;
 };
-
-std::vector<unsigned char> file_bytes(const fs::path& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& path, const std::vector<unsigned char>& bytes)
-{
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    REQUIRE(out);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out);
-}
 
 std::vector<unsigned char> little_endian(std::uint64_t value)
 {

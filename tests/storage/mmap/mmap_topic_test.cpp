@@ -1,9 +1,9 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
@@ -38,11 +38,13 @@
 namespace {
 
 using bufferqueue::test::commit_now;
+using bufferqueue::test::file_bytes;
 using bufferqueue::test::produce_now;
 using bufferqueue::test::segment_indices;
 using bufferqueue::test::segment_path;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
+using bufferqueue::test::write_file;
 
 namespace bq = bufferqueue;
 namespace fs = std::filesystem;
@@ -133,21 +135,6 @@ std::map<std::size_t, std::vector<T>> drain_by_partition(bq::pull_consumer<T>& c
         REQUIRE_FALSE(commit_now(consumer, io));
     }
     return items;
-}
-
-std::vector<unsigned char> file_bytes(const fs::path& path)
-{
-    std::ifstream in(path, std::ios::binary);
-    REQUIRE(in);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
-void write_file(const fs::path& path, const std::vector<unsigned char>& bytes)
-{
-    std::ofstream out(path, std::ios::binary | std::ios::trunc);
-    REQUIRE(out);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out);
 }
 
 std::uint64_t checkpoint(const fs::path& path)
