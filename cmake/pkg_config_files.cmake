@@ -1,4 +1,4 @@
-# Writes and installs the pkg-config files beside the CMake package (docs/install.md):
+# Writes and installs the pkg-config files beside the CMake package (README.md, "Using it from CMake"):
 #   bufferqueue-core.pc  the core component: memory topics, producers, pull and push consumers (Boost)
 #   bufferqueue.pc       everything: core plus the mmap component (nlohmann_json, msgpack-cxx)
 # Both are relocatable (prefix=${pcfiledir}/...). They carry the dependencies' include directories
