@@ -200,20 +200,81 @@ void load_groups(const mmap_partition_files& files, mmap_recovered_state& state,
     }
 }
 
-// Opens flush.mark, creating it (with its blocks reserved, so storing into it never faults on a
-// full disk) when missing or of the wrong size, and maps it. Best effort: without it (say, on a
-// full disk) the partition works as before, with only producer.offset vouching for flushed data.
-mapped_region map_flush_mark(const mmap_partition_files& files) noexcept
+// What the partition folder holds, read before anything is validated.
+struct partition_listing {
+    std::vector<std::uint64_t> indices;  // segment files, sorted
+    bool has_groups = false;
+    std::optional<std::uint64_t> earliest_checkpoint;
+    std::optional<std::uint64_t> producer_checkpoint;
+    std::optional<log_position> item_checkpoint;
+};
+
+partition_listing read_listing(const mmap_partition_files& files)
 {
-    try {
-        unique_fd file = open_file(files.flush_mark_path(), open_mode::create_or_open);
-        if (file_size(file) != flush_mark_size) {
-            truncate_file(file, flush_mark_size);
+    partition_listing listing;
+    if (!path_exists(files.folder)) {
+        return listing;
+    }
+    listing.earliest_checkpoint = read_checkpoint(files.earliest_path());
+    listing.item_checkpoint = read_item_position(files.earliest_items_path());
+    listing.producer_checkpoint = read_checkpoint(files.producer_path());
+    for (const directory_entry& entry : list_directory(files.folder)) {
+        if (const auto index = parse_segment_file_name(entry.name)) {
+            listing.indices.push_back(*index);
         }
-        preallocate(file, 0, flush_mark_size);
-        return map_file(file, flush_mark_size);
-    } catch (...) {
-        return {};
+    }
+    std::sort(listing.indices.begin(), listing.indices.end());
+    if (path_exists(files.offsets_folder())) {
+        const auto entries = list_directory(files.offsets_folder());
+        listing.has_groups = std::any_of(entries.begin(), entries.end(),
+                                         [](const directory_entry& entry) { return !is_temporary(entry.name); });
+    }
+    return listing;
+}
+
+// Finds the retained range from earliest.offset, lists the leftovers below it and opens (maps and
+// checks the header of) every retained segment.
+void open_retained_segments(const mmap_partition_files& files, mmap_recovered_state& state, partition_listing& listing)
+{
+    std::vector<std::uint64_t>& indices = listing.indices;
+    const std::optional<std::uint64_t>& earliest_checkpoint = listing.earliest_checkpoint;
+    const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
+    // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
+    std::uint64_t first_index = 0;
+    if (earliest_checkpoint && *earliest_checkpoint != 0) {
+        const segment_position at = split_offset(*earliest_checkpoint, files.segment_size);
+        if (at.position != segment_header_size) {
+            files.corrupt(files.earliest_path(), "holds offset " + std::to_string(*earliest_checkpoint) +
+                                                     ", which is not the start of a segment");
+        }
+        first_index = at.segment_index;
+    }
+    state.earliest.offset = first_record_offset(first_index, files.segment_size);
+    if (producer_checkpoint && *producer_checkpoint < state.earliest.offset) {
+        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest.offset) +
+                                                 ", greater than offset " + std::to_string(*producer_checkpoint) +
+                                                 " in " + files.producer_path());
+    }
+
+    // Segments below the earliest one are leftovers of an interrupted deletion, removed by step 2.
+    for (const std::uint64_t index : indices) {
+        if (index < first_index) {
+            state.leftovers.push_back(index);
+        }
+    }
+    std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
+    if (indices.empty() || indices.front() != first_index) {
+        files.corrupt(files.segment_path(first_index),
+                      "is missing, but " + files.earliest_path() + " says it is retained");
+    }
+    state.first_segment_index = first_index;
+    for (std::size_t i = 0; i < indices.size(); ++i) {
+        if (indices[i] != first_index + i) {
+            files.corrupt(files.segment_path(first_index + i), "is missing inside the retained range (segments " +
+                                                                   std::to_string(first_index) + " to " +
+                                                                   std::to_string(indices.back()) + ")");
+        }
+        state.segments.push_back(open_segment(files, indices[i]));
     }
 }
 
@@ -264,29 +325,10 @@ void number_segments(mmap_recovered_state& state, const record_counts& counts)
 mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
 {
     mmap_recovered_state state;
-    std::vector<std::uint64_t> indices;
-    bool has_groups = false;
-    std::optional<std::uint64_t> earliest_checkpoint;
-    std::optional<std::uint64_t> producer_checkpoint;
-    std::optional<log_position> item_checkpoint;
-    if (path_exists(files.folder)) {
-        earliest_checkpoint = read_checkpoint(files.earliest_path());
-        item_checkpoint = read_item_position(files.earliest_items_path());
-        producer_checkpoint = read_checkpoint(files.producer_path());
-        for (const directory_entry& entry : list_directory(files.folder)) {
-            if (const auto index = parse_segment_file_name(entry.name)) {
-                indices.push_back(*index);
-            }
-        }
-        std::sort(indices.begin(), indices.end());
-        if (path_exists(files.offsets_folder())) {
-            const auto entries = list_directory(files.offsets_folder());
-            has_groups = std::any_of(entries.begin(), entries.end(),
-                                     [](const directory_entry& entry) { return !is_temporary(entry.name); });
-        }
-    }
-    if (indices.empty()) {
-        if (earliest_checkpoint || producer_checkpoint || item_checkpoint || has_groups) {
+    partition_listing listing = read_listing(files);
+    const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
+    if (listing.indices.empty()) {
+        if (listing.earliest_checkpoint || producer_checkpoint || listing.item_checkpoint || listing.has_groups) {
             files.corrupt(files.folder,
                           "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
         }
@@ -297,43 +339,7 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
         return state;
     }
 
-    // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
-    std::uint64_t first_index = 0;
-    if (earliest_checkpoint && *earliest_checkpoint != 0) {
-        const segment_position at = split_offset(*earliest_checkpoint, files.segment_size);
-        if (at.position != segment_header_size) {
-            files.corrupt(files.earliest_path(), "holds offset " + std::to_string(*earliest_checkpoint) +
-                                                     ", which is not the start of a segment");
-        }
-        first_index = at.segment_index;
-    }
-    state.earliest.offset = first_record_offset(first_index, files.segment_size);
-    if (producer_checkpoint && *producer_checkpoint < state.earliest.offset) {
-        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest.offset) +
-                                                 ", greater than offset " + std::to_string(*producer_checkpoint) +
-                                                 " in " + files.producer_path());
-    }
-
-    // Segments below the earliest one are leftovers of an interrupted deletion, removed by step 2.
-    for (const std::uint64_t index : indices) {
-        if (index < first_index) {
-            state.leftovers.push_back(index);
-        }
-    }
-    std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
-    if (indices.empty() || indices.front() != first_index) {
-        files.corrupt(files.segment_path(first_index),
-                      "is missing, but " + files.earliest_path() + " says it is retained");
-    }
-    state.first_segment_index = first_index;
-    for (std::size_t i = 0; i < indices.size(); ++i) {
-        if (indices[i] != first_index + i) {
-            files.corrupt(files.segment_path(first_index + i), "is missing inside the retained range (segments " +
-                                                                   std::to_string(first_index) + " to " +
-                                                                   std::to_string(indices.back()) + ")");
-        }
-        state.segments.push_back(open_segment(files, indices[i]));
-    }
+    open_retained_segments(files, state, listing);
 
     // Every retained record is walked once here (twice up to producer.offset when flush.mark vouches
     // for more), and counted on the way.
@@ -349,58 +355,12 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
         scan_from = *mark;
     }
     scan_to_end(files, state, scan_from, counts);
-    state.earliest.items = earliest_item_index(files, state, item_checkpoint, counts);
+    state.earliest.items = earliest_item_index(files, state, listing.item_checkpoint, counts);
     number_segments(state, counts);
     const std::uint64_t tail_index = state.create_successor.value_or(last_index(state));
     load_groups(files, state, logical_offset(tail_index, state.tail.tail_position, files.segment_size));
     state.tail.checkpointed_offset = producer_checkpoint.value_or(0);
     return state;
-}
-
-void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk)
-{
-    make_directories(files.folder);
-    if (state.new_partition) {
-        remove_file(files.flush_mark_path());  // a mark left without segments says nothing any more
-    }
-    state.flush_mark = map_flush_mark(files);
-    remove_temporary_files(files.folder);
-    const std::string offsets = files.offsets_folder();
-    remove_temporary_files(offsets);
-    if (path_exists(offsets)) {
-        for (const directory_entry& entry : list_directory(offsets)) {
-            if (entry.kind == entry_kind::directory) {
-                remove_temporary_files(offsets + "/" + entry.name);  // consumer.offset.tmp
-            }
-        }
-    }
-    if (state.new_partition) {
-        state.segments.push_back(create_mmap_segment(files, 0, first_chunk, 0));
-        state.first_segment_index = 0;
-        state.new_partition = false;
-        return;
-    }
-    for (const std::uint64_t index : state.leftovers) {
-        remove_file(files.segment_path(index));
-    }
-    if (!state.leftovers.empty()) {
-        fsync_directory(files.folder);
-        state.leftovers.clear();
-    }
-    if (state.create_successor) {
-        state.segments.push_back(
-            create_mmap_segment(files, *state.create_successor, first_chunk, state.tail.end_items));
-        state.create_successor.reset();
-        return;
-    }
-    mmap_segment_file& tail = *state.segments.back();
-    tail.reserved_end = state.tail.tail_position;  // blocks behind the data exist; reserve from here on
-    if (state.cut_to > state.cut_from) {
-        const std::span<std::byte> bytes = tail.region.bytes();
-        std::memset(bytes.data() + state.cut_from, 0, state.cut_to - state.cut_from);
-        tail.region.flush(state.cut_from, state.cut_to - state.cut_from);
-        state.cut_to = state.cut_from;
-    }
 }
 
 }  // namespace bufferqueue::detail
