@@ -102,7 +102,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     for (std::size_t index = 0; index < 2 && (index == 0 || input.size() > body); ++index) {
         std::vector<std::byte> segment(segment_size);
         if (!raw_headers) {
-            detail::write_segment_header(segment, index, segment_size);
+            const auto header = detail::make_segment_header(index, segment_size);
+            std::copy(header.begin(), header.end(), segment.begin());
         }
         const std::size_t from = index * body;
         const std::size_t count = from < input.size() ? std::min(body, input.size() - from) : 0;

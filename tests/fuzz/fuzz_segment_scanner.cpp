@@ -8,6 +8,7 @@
 #include "fuzz_support.hpp"
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size)
@@ -51,7 +52,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
                 "read_record and scan_segment disagree");
         require(scanned.segment_complete() == detail::is_segment_end(segment, position),
                 "scan_segment and is_segment_end disagree about the end of the segment");
-        const std::uint64_t normalized = detail::normalize_offset(segment, 0, position);
+        const std::uint64_t normalized =
+            detail::normalize_offset(segment, 0, position, std::numeric_limits<std::uint64_t>::max());
         require(normalized == position || normalized == segment.size() + detail::segment_header_size,
                 "normalize_offset moved a position somewhere unexpected");
     }

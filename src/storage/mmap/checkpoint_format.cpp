@@ -67,4 +67,37 @@ checkpoint_decoding decode_checkpoint(std::span<const std::byte> contents)
     return value;
 }
 
+std::array<std::byte, item_position_size> encode_item_position(log_position position) noexcept
+{
+    std::array<std::byte, item_position_size> bytes{};
+    store_u64_little_endian(bytes.data(), position.offset);
+    store_u64_little_endian(bytes.data() + 8, position.items);
+    store_u32_little_endian(bytes.data() + 16, item_position_format_version);
+    store_u32_little_endian(bytes.data() + 20, crc32c(std::span<const std::byte>(bytes.data(), 20)));
+    return bytes;
+}
+
+item_position_decoding decode_item_position(std::span<const std::byte> contents)
+{
+    if (contents.size() != item_position_size) {
+        return "is " + std::to_string(contents.size()) + " bytes long; an item position is " +
+               std::to_string(item_position_size) + " bytes";
+    }
+    const std::uint32_t stored = load_u32_little_endian(contents.data() + 20);
+    const std::uint32_t computed = crc32c(contents.first(20));
+    if (stored != computed) {
+        return "fails its checksum (stored " + hex(stored) + ", computed " + hex(computed) + ")";
+    }
+    const std::uint32_t version = load_u32_little_endian(contents.data() + 16);
+    if (version != item_position_format_version) {
+        return "has format version " + std::to_string(version) + "; this library reads version " +
+               std::to_string(item_position_format_version);
+    }
+    const log_position position{load_u64_little_endian(contents.data()), load_u64_little_endian(contents.data() + 8)};
+    if (position.offset > max_checkpoint_value) {
+        return negative(position.offset);
+    }
+    return position;
+}
+
 }  // namespace bufferqueue::detail

@@ -1,44 +1,13 @@
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
+
 #include <algorithm>
 #include <array>
 #include <cstring>
 #include <span>
 
 namespace bufferqueue::detail {
-
-std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
-                                                       std::uint64_t first_chunk)
-{
-    auto segment = std::make_unique<mmap_segment_file>();
-    segment->index = index;
-    segment->path = files.segment_path(index);
-    const std::string temporary = segment->path + std::string(temporary_suffix);
-    try {
-        unique_fd file = open_file(temporary, open_mode::create_or_truncate);
-        truncate_file(file, files.segment_size);
-        const std::uint64_t reserved = std::min(files.segment_size, first_chunk);
-        preallocate(file, 0, reserved);
-        const auto header = make_segment_header(index, files.segment_size);
-        write_at(file, 0, header);
-        fsync_file(file);
-        rename_file(temporary, segment->path);
-        // From here on the file has its final name: errors (and flush reports) must name it.
-        file = unique_fd(file.release(), segment->path);
-        fsync_directory(files.folder);
-        segment->reserved_end = reserved;
-        segment->region = map_file(file, static_cast<std::size_t>(files.segment_size));
-        segment->file = std::move(file);
-    } catch (...) {
-        try {
-            remove_file(temporary);
-        } catch (...) {
-            // The next open removes leftover temporary files.
-        }
-        throw;
-    }
-    return segment;
-}
 
 namespace {
 
@@ -73,12 +42,26 @@ std::uint64_t last_index(const mmap_recovered_state& state)
     return state.first_segment_index + state.segments.size() - 1;
 }
 
+// Valid records per retained segment, oldest first, as far as recovery walked them.
+using record_counts = std::vector<std::uint64_t>;
+
+void count_records(record_counts& counts, const mmap_recovered_state& state, std::uint64_t index, std::uint64_t records)
+{
+    const auto slot = static_cast<std::size_t>(index - state.first_segment_index);
+    if (counts.size() <= slot) {
+        counts.resize(slot + 1, 0);
+    }
+    counts[slot] += records;
+}
+
 // Every record from earliest.offset up to producer.offset must be intact: that range was
 // flushed before producer.offset advanced, so a bad checksum there is corruption, not a torn tail.
 // The same holds up to the offset in flush.mark (`vouching` names the file that vouches).
-void verify_vouched_range(const mmap_partition_files& files, const mmap_recovered_state& state,
-                          std::uint64_t producer_offset, const std::string& vouching)
+// Returns the records of each segment up to `producer_offset`.
+record_counts verify_vouched_range(const mmap_partition_files& files, const mmap_recovered_state& state,
+                                   std::uint64_t producer_offset, const std::string& vouching)
 {
+    record_counts counts;
     const segment_position target = split_offset(producer_offset, files.segment_size);
     const std::string vouched = ", inside the range " + vouching + " vouches for as flushed (up to offset " +
                                 std::to_string(producer_offset) + ")";
@@ -99,12 +82,15 @@ void verify_vouched_range(const mmap_partition_files& files, const mmap_recovere
             files.corrupt(vouching, "holds offset " + std::to_string(producer_offset) +
                                         ", which is not a record boundary of " + segment.path);
         }
+        count_records(counts, state, index, scanned.record_count);
     }
+    return counts;
 }
 
-// Walks valid records forward from `from` (the end of what is known flushed) to the end of the log
-// and fills in the tail of `state`.
-void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t from)
+// Walks valid records forward from `from` (the end of what is known flushed) to the end of the log,
+// adds them to `counts` and fills in the tail of `state` and the repairs it needs.
+void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t from,
+                 record_counts& counts)
 {
     segment_position at = split_offset(from, files.segment_size);
     for (;;) {
@@ -112,13 +98,14 @@ void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state,
         const std::span<const std::byte> bytes = segment.region.bytes();
         const scan_result scanned = scan_segment(bytes, at.position);
         const bool last = at.segment_index == last_index(state);
+        count_records(counts, state, at.segment_index, scanned.record_count);
         if (scanned.segment_complete() && !(last && scanned.reason == scan_stop::segment_end_marker)) {
             if (last) {
                 // A segment filled to its very end (no room for a marker; this writer always leaves
                 // room): its successor, created by step 2, holds the next record boundary.
                 state.create_successor = at.segment_index + 1;
-                state.tail_position = segment_header_size;
-                state.flushed_position = segment_header_size;
+                state.tail.tail_position = segment_header_size;
+                state.tail.flushed_position = segment_header_size;
                 return;
             }
             at = {at.segment_index + 1, segment_header_size};
@@ -129,11 +116,11 @@ void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state,
                                             std::to_string(scanned.end_position) + ", but a later segment exists");
         }
         // Known durable: up to `from` when it is in this segment (the scan started there).
-        state.flushed_position = at.position;
-        state.tail_position = scanned.end_position;
-        state.tail_ended = scanned.reason == scan_stop::segment_end_marker;
+        state.tail.flushed_position = at.position;
+        state.tail.tail_position = scanned.end_position;
+        state.tail.tail_ended = scanned.reason == scan_stop::segment_end_marker;
         // Whatever follows is zeroed by step 2, so stale bytes can never line up with a later record.
-        const std::uint64_t cut_from = state.tail_position + (state.tail_ended ? record_header_size : 0);
+        const std::uint64_t cut_from = state.tail.tail_position + (state.tail.tail_ended ? record_header_size : 0);
         std::uint64_t last_nonzero = cut_from;
         for (std::uint64_t i = bytes.size(); i > cut_from; --i) {
             if (bytes[i - 1] != std::byte{0}) {
@@ -161,22 +148,30 @@ std::optional<std::uint64_t> read_flush_mark_file(const mmap_partition_files& fi
     return read_flush_mark(mark);
 }
 
-void validate_group_offset(const mmap_partition_files& files, const mmap_recovered_state& state, std::uint64_t offset,
-                           const std::string& path, std::uint64_t end)
+// Validates a group's checkpoint and returns its item position.
+log_position group_position(const mmap_partition_files& files, const mmap_recovered_state& state, std::uint64_t offset,
+                            const std::string& path, std::uint64_t end)
 {
     const std::string value = "holds offset " + std::to_string(offset);
-    if (offset < state.earliest_offset) {
-        files.corrupt(path, value + ", before earliest.offset " + std::to_string(state.earliest_offset));
+    if (offset < state.earliest.offset) {
+        files.corrupt(path, value + ", before earliest.offset " + std::to_string(state.earliest.offset));
     }
     if (offset > end) {
         files.corrupt(path, value + ", ahead of the log (which ends at " + std::to_string(end) + ")");
     }
     const segment_position at = split_offset(offset, files.segment_size);
-    if (at.position < segment_header_size ||
-        (at.segment_index <= last_index(state) &&
-         !is_record_boundary(segment_at(state, at.segment_index).region.bytes(), at.position))) {
+    if (at.position < segment_header_size) {
         files.corrupt(path, value + ", which is not a record boundary");
     }
+    if (at.segment_index > last_index(state)) {
+        return {offset, state.tail.end_items};  // the first offset of the successor step 2 creates
+    }
+    const mmap_segment_file& segment = segment_at(state, at.segment_index);
+    const scan_result scanned = scan_segment(segment.region.bytes(), segment_header_size, at.position);
+    if (scanned.end_position != at.position) {
+        files.corrupt(path, value + ", which is not a record boundary");
+    }
+    return {offset, segment.first_item + scanned.record_count};
 }
 
 void load_groups(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t end)
@@ -201,64 +196,49 @@ void load_groups(const mmap_partition_files& files, mmap_recovered_state& state,
         if (!offset) {
             files.corrupt(folder, "has no consumer.offset");
         }
-        validate_group_offset(files, state, *offset, path, end);
-        state.group_offsets.emplace(std::move(group), *offset);
+        state.groups.emplace(std::move(group), group_position(files, state, *offset, path, end));
     }
 }
 
-// Opens flush.mark, creating it (with its blocks reserved, so storing into it never faults on a
-// full disk) when missing or of the wrong size, and maps it. Best effort: without it (say, on a
-// full disk) the partition works as before, with only producer.offset vouching for flushed data.
-mapped_region map_flush_mark(const mmap_partition_files& files) noexcept
-{
-    try {
-        unique_fd file = open_file(files.flush_mark_path(), open_mode::create_or_open);
-        if (file_size(file) != flush_mark_size) {
-            truncate_file(file, flush_mark_size);
-        }
-        preallocate(file, 0, flush_mark_size);
-        return map_file(file, flush_mark_size);
-    } catch (...) {
-        return {};
-    }
-}
-
-}  // namespace
-
-mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
-{
-    mmap_recovered_state state;
-    std::vector<std::uint64_t> indices;
+// What the partition folder holds, read before anything is validated.
+struct partition_listing {
+    std::vector<std::uint64_t> indices;  // segment files, sorted
     bool has_groups = false;
     std::optional<std::uint64_t> earliest_checkpoint;
     std::optional<std::uint64_t> producer_checkpoint;
-    if (path_exists(files.folder)) {
-        earliest_checkpoint = read_checkpoint(files.earliest_path());
-        producer_checkpoint = read_checkpoint(files.producer_path());
-        for (const directory_entry& entry : list_directory(files.folder)) {
-            if (const auto index = parse_segment_file_name(entry.name)) {
-                indices.push_back(*index);
-            }
-        }
-        std::sort(indices.begin(), indices.end());
-        if (path_exists(files.offsets_folder())) {
-            const auto entries = list_directory(files.offsets_folder());
-            has_groups = std::any_of(entries.begin(), entries.end(),
-                                     [](const directory_entry& entry) { return !is_temporary(entry.name); });
-        }
-    }
-    if (indices.empty()) {
-        if (earliest_checkpoint || producer_checkpoint || has_groups) {
-            files.corrupt(files.folder,
-                          "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
-        }
-        state.new_partition = true;
-        state.tail_position = segment_header_size;
-        state.flushed_position = segment_header_size;
-        state.earliest_offset = first_record_offset(0, files.segment_size);
-        return state;
-    }
+    std::optional<log_position> item_checkpoint;
+};
 
+partition_listing read_listing(const mmap_partition_files& files)
+{
+    partition_listing listing;
+    if (!path_exists(files.folder)) {
+        return listing;
+    }
+    listing.earliest_checkpoint = read_checkpoint(files.earliest_path());
+    listing.item_checkpoint = read_item_position(files.earliest_items_path());
+    listing.producer_checkpoint = read_checkpoint(files.producer_path());
+    for (const directory_entry& entry : list_directory(files.folder)) {
+        if (const auto index = parse_segment_file_name(entry.name)) {
+            listing.indices.push_back(*index);
+        }
+    }
+    std::sort(listing.indices.begin(), listing.indices.end());
+    if (path_exists(files.offsets_folder())) {
+        const auto entries = list_directory(files.offsets_folder());
+        listing.has_groups = std::any_of(entries.begin(), entries.end(),
+                                         [](const directory_entry& entry) { return !is_temporary(entry.name); });
+    }
+    return listing;
+}
+
+// Finds the retained range from earliest.offset, lists the leftovers below it and opens (maps and
+// checks the header of) every retained segment.
+void open_retained_segments(const mmap_partition_files& files, mmap_recovered_state& state, partition_listing& listing)
+{
+    std::vector<std::uint64_t>& indices = listing.indices;
+    const std::optional<std::uint64_t>& earliest_checkpoint = listing.earliest_checkpoint;
+    const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
     // earliest.offset is the first record boundary of the oldest retained segment (0: segment 0).
     std::uint64_t first_index = 0;
     if (earliest_checkpoint && *earliest_checkpoint != 0) {
@@ -269,9 +249,9 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
         }
         first_index = at.segment_index;
     }
-    state.earliest_offset = first_record_offset(first_index, files.segment_size);
-    if (producer_checkpoint && *producer_checkpoint < state.earliest_offset) {
-        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest_offset) +
+    state.earliest.offset = first_record_offset(first_index, files.segment_size);
+    if (producer_checkpoint && *producer_checkpoint < state.earliest.offset) {
+        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest.offset) +
                                                  ", greater than offset " + std::to_string(*producer_checkpoint) +
                                                  " in " + files.producer_path());
     }
@@ -296,67 +276,91 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
         }
         state.segments.push_back(open_segment(files, indices[i]));
     }
+}
 
-    std::uint64_t scan_from = state.earliest_offset;
+// The item index of the record at earliest.offset, from earliest.items (`stored`). Retention writes
+// that file before it moves earliest.offset, so it may be ahead: then the records of the segments
+// still retained before it are counted back. A file behind earliest.offset (an earlier release's
+// retention ran since) gives a lower bound, and a missing one 0.
+std::uint64_t earliest_item_index(const mmap_partition_files& files, const mmap_recovered_state& state,
+                                  const std::optional<log_position>& stored, const record_counts& counts)
+{
+    if (!stored) {
+        return 0;
+    }
+    if (stored->offset <= state.earliest.offset) {
+        return stored->items;
+    }
+    const std::string path = files.earliest_items_path();
+    const segment_position at = split_offset(stored->offset, files.segment_size);
+    if (at.position != segment_header_size || at.segment_index > last_index(state)) {
+        files.corrupt(path, "holds offset " + std::to_string(stored->offset) +
+                                ", which is not the start of a retained segment");
+    }
+    std::uint64_t before = 0;
+    for (std::uint64_t index = state.first_segment_index; index < at.segment_index; ++index) {
+        before += counts[static_cast<std::size_t>(index - state.first_segment_index)];
+    }
+    if (before > stored->items) {
+        files.corrupt(path, "holds item index " + std::to_string(stored->items) + " at offset " +
+                                std::to_string(stored->offset) + ", but " + std::to_string(before) +
+                                " retained records lie before that offset");
+    }
+    return stored->items - before;
+}
+
+// Gives every retained segment its first item index and the tail the partition's end.
+void number_segments(mmap_recovered_state& state, const record_counts& counts)
+{
+    std::uint64_t items = state.earliest.items;
+    for (std::size_t slot = 0; slot < state.segments.size(); ++slot) {
+        state.segments[slot]->first_item = items;
+        items += slot < counts.size() ? counts[slot] : 0;
+    }
+    state.tail.end_items = items;
+}
+
+}  // namespace
+
+mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
+{
+    mmap_recovered_state state;
+    partition_listing listing = read_listing(files);
+    const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
+    if (listing.indices.empty()) {
+        if (listing.earliest_checkpoint || producer_checkpoint || listing.item_checkpoint || listing.has_groups) {
+            files.corrupt(files.folder,
+                          "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
+        }
+        state.new_partition = true;
+        state.tail.tail_position = segment_header_size;
+        state.tail.flushed_position = segment_header_size;
+        state.earliest = {first_record_offset(0, files.segment_size), 0};
+        return state;
+    }
+
+    open_retained_segments(files, state, listing);
+
+    // Every retained record is walked once here (twice up to producer.offset when flush.mark vouches
+    // for more), and counted on the way.
+    record_counts counts;
+    std::uint64_t scan_from = state.earliest.offset;
     if (producer_checkpoint) {
-        verify_vouched_range(files, state, *producer_checkpoint, files.producer_path());
+        counts = verify_vouched_range(files, state, *producer_checkpoint, files.producer_path());
         scan_from = *producer_checkpoint;
     }
     // flush.mark may vouch for more (a mark older than a later retention is below earliest.offset).
     if (const auto mark = read_flush_mark_file(files); mark && *mark > scan_from) {
-        verify_vouched_range(files, state, *mark, files.flush_mark_path());
+        counts = verify_vouched_range(files, state, *mark, files.flush_mark_path());
         scan_from = *mark;
     }
-    scan_to_end(files, state, scan_from);
+    scan_to_end(files, state, scan_from, counts);
+    state.earliest.items = earliest_item_index(files, state, listing.item_checkpoint, counts);
+    number_segments(state, counts);
     const std::uint64_t tail_index = state.create_successor.value_or(last_index(state));
-    load_groups(files, state, logical_offset(tail_index, state.tail_position, files.segment_size));
-    state.checkpointed_offset = producer_checkpoint.value_or(0);
+    load_groups(files, state, logical_offset(tail_index, state.tail.tail_position, files.segment_size));
+    state.tail.checkpointed_offset = producer_checkpoint.value_or(0);
     return state;
-}
-
-void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk)
-{
-    make_directories(files.folder);
-    if (state.new_partition) {
-        remove_file(files.flush_mark_path());  // a mark left without segments says nothing any more
-    }
-    state.flush_mark = map_flush_mark(files);
-    remove_temporary_files(files.folder);
-    const std::string offsets = files.offsets_folder();
-    remove_temporary_files(offsets);
-    if (path_exists(offsets)) {
-        for (const directory_entry& entry : list_directory(offsets)) {
-            if (entry.kind == entry_kind::directory) {
-                remove_temporary_files(offsets + "/" + entry.name);  // consumer.offset.tmp
-            }
-        }
-    }
-    if (state.new_partition) {
-        state.segments.push_back(create_mmap_segment(files, 0, first_chunk));
-        state.first_segment_index = 0;
-        state.new_partition = false;
-        return;
-    }
-    for (const std::uint64_t index : state.leftovers) {
-        remove_file(files.segment_path(index));
-    }
-    if (!state.leftovers.empty()) {
-        fsync_directory(files.folder);
-        state.leftovers.clear();
-    }
-    if (state.create_successor) {
-        state.segments.push_back(create_mmap_segment(files, *state.create_successor, first_chunk));
-        state.create_successor.reset();
-        return;
-    }
-    mmap_segment_file& tail = *state.segments.back();
-    tail.reserved_end = state.tail_position;  // blocks behind the data exist; reserve from here on
-    if (state.cut_to > state.cut_from) {
-        const std::span<std::byte> bytes = tail.region.bytes();
-        std::memset(bytes.data() + state.cut_from, 0, state.cut_to - state.cut_from);
-        tail.region.flush(state.cut_from, state.cut_to - state.cut_from);
-        state.cut_to = state.cut_from;
-    }
 }
 
 }  // namespace bufferqueue::detail

@@ -1,7 +1,7 @@
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 
-#include "bufferqueue/storage/mmap/detail/crc32c.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/mmap/detail/crc32c.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -74,15 +74,6 @@ decoded decode_at(std::span<const std::byte> segment, std::uint64_t position) no
 
 }  // namespace
 
-void validate_segment_size(std::uint64_t segment_size)
-{
-    if (segment_size < min_segment_size || segment_size % record_alignment != 0) {
-        throw error(errc::invalid_argument, "invalid segment size " + std::to_string(segment_size) +
-                                                ": it must be a multiple of " + std::to_string(record_alignment) +
-                                                " and at least " + std::to_string(min_segment_size) + " bytes");
-    }
-}
-
 // ---- header ---------------------------------------------------------------------------------
 
 std::array<std::byte, segment_header_size> make_segment_header(std::uint64_t segment_index,
@@ -97,16 +88,6 @@ std::array<std::byte, segment_header_size> make_segment_header(std::uint64_t seg
     store_u32_little_endian(header.data() + reserved_field, 0);
     store_u32_little_endian(header.data() + header_checksum_field, header_checksum(header.data()));
     return header;
-}
-
-void write_segment_header(std::span<std::byte> segment, std::uint64_t segment_index, std::uint64_t segment_size)
-{
-    if (segment.size() < segment_header_size) {
-        throw error(errc::invalid_argument, "cannot write a segment header into " + std::to_string(segment.size()) +
-                                                " bytes; it takes " + std::to_string(segment_header_size));
-    }
-    const auto header = make_segment_header(segment_index, segment_size);
-    std::copy(header.begin(), header.end(), segment.begin());
 }
 
 std::optional<std::string> validate_segment_header(std::span<const std::byte> segment, std::uint64_t expected_index,
@@ -257,11 +238,12 @@ bool is_record_boundary(std::span<const std::byte> segment, std::uint64_t positi
 
 // ---- offsets --------------------------------------------------------------------------------
 
-std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t segment_index,
-                               std::uint64_t position) noexcept
+std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t segment_index, std::uint64_t position,
+                               std::uint64_t log_end) noexcept
 {
-    if (is_segment_end(segment, position)) {
-        return first_record_offset(segment_index + 1, segment.size());
+    const std::uint64_t next_segment = first_record_offset(segment_index + 1, segment.size());
+    if (next_segment <= log_end && is_segment_end(segment, position)) {
+        return next_segment;
     }
     return logical_offset(segment_index, position, segment.size());
 }

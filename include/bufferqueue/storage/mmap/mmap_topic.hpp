@@ -1,16 +1,16 @@
 // bufferqueue: persistent topics stored in memory-mapped segment files.
 #pragma once
 
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/options.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
-#include "bufferqueue/topic/detail/basic_topic.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/error.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/options.hpp"
-#include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/topic/detail/basic_topic.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -82,10 +82,7 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
                    "must be between 1 and " + std::to_string(max_partitions) + " (got " +
                        std::to_string(options.partitions) + ")");
     require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
-    constexpr std::uint64_t max_segment_size = std::uint64_t{1} << 40;
-    require_option(options.segment_size % record_alignment == 0 && options.segment_size >= min_segment_size &&
-                       options.segment_size <= max_segment_size,
-                   kind, options.name, "segment_size",
+    require_option(is_valid_segment_size(options.segment_size), kind, options.name, "segment_size",
                    "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
                        std::to_string(options.segment_size) + ")");
     require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");

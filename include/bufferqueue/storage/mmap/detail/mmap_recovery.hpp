@@ -15,12 +15,17 @@
 // offset in a valid `flush.mark` (segment_format.hpp; stored after every msync, never synced). A
 // record that fails its checksum inside that range is corruption (`errc::corrupt_data` naming the
 // file and byte); only damage after all of it is a torn tail, cut off.
+//
+// Item counts: recovery walks every retained record anyway (the vouched range from earliest.offset,
+// then the tail), so it counts them on the way at no extra cost: each segment's first item index,
+// the partition's end, each group's position. The index of the earliest retained record comes from
+// `earliest.items` (checkpoint_format.hpp), which retention writes before it moves earliest.offset;
+// without it (a new partition, or one written by an earlier release) counting starts at 0 there.
 #pragma once
 
+#include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/group_path.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_segment_file.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -34,50 +39,23 @@
 
 namespace bufferqueue::detail {
 
-/// One open, mapped segment file of a persistent partition.
-struct mmap_segment_file {
-    std::uint64_t index = 0;
-    std::string path;
-    unique_fd file;
-    mapped_region region;
-    std::uint64_t reserved_end = 0;  ///< bytes [0, reserved_end) have disk blocks
+/// The writer's part of a recovered partition: where the log ends and what is known durable.
+struct mmap_recovered_tail {
+    std::uint64_t checkpointed_offset = 0;  ///< producer.offset, 0 when absent
+    std::uint64_t tail_position = 0;        ///< where the next record goes in the last segment
+    std::uint64_t flushed_position = 0;     ///< bytes of the last segment before it are known durable
+    bool tail_ended = false;                ///< the last segment holds a segment-end marker
+    std::uint64_t end_items = 0;            ///< records ever appended (the next record's item index)
 };
-
-/// Where a partition's files are and how its errors describe it.
-struct mmap_partition_files {
-    std::string description;  ///< "topic 'events' partition 0", the prefix of every error
-    std::string folder;       ///< the partition folder
-    std::uint64_t segment_size = 0;
-
-    std::string producer_path() const { return folder + "/producer.offset"; }
-    std::string earliest_path() const { return folder + "/earliest.offset"; }
-    std::string offsets_folder() const { return folder + "/offsets"; }
-    std::string flush_mark_path() const { return folder + "/flush.mark"; }
-    std::string segment_path(std::uint64_t index) const { return folder + "/" + segment_file_name(index); }
-
-    /// Throws `error(errc::corrupt_data)`: "{description}: {file}: {problem}".
-    [[noreturn]] void corrupt(const std::string& file, const std::string& problem) const
-    {
-        throw error(errc::corrupt_data, description + ": " + file + ": " + problem);
-    }
-};
-
-/// Creates segment `index` atomically (a `.tmp` file with its header, fsynced and renamed, then the
-/// folder fsynced), reserves its first `first_chunk` bytes and maps it. Throws `error(errc::io_error)`.
-std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
-                                                       std::uint64_t first_chunk);
 
 /// A partition as recovery found it, and the repairs `apply_mmap_recovery` makes. Move-only.
 struct mmap_recovered_state {
     std::deque<std::unique_ptr<mmap_segment_file>> segments;  ///< the retained segments, oldest first
     std::uint64_t first_segment_index = 0;
-    std::uint64_t earliest_offset = 0;
-    std::uint64_t checkpointed_offset = 0;  ///< producer.offset, 0 when absent
-    std::uint64_t tail_position = 0;        ///< where the next record goes in the last segment
-    std::uint64_t flushed_position = 0;     ///< bytes of the last segment before it are known durable
-    bool tail_ended = false;                ///< the last segment holds a segment-end marker
-    std::map<std::string, std::uint64_t, std::less<>> group_offsets;  ///< every persisted group
-    mapped_region flush_mark;  ///< `flush.mark`, mapped by step 2 (created when missing)
+    log_position earliest;  ///< earliest.offset and the item index of the record there
+    mmap_recovered_tail tail;
+    std::map<std::string, log_position, std::less<>> groups;  ///< every persisted group's position
+    mapped_region flush_mark;                                 ///< `flush.mark`, mapped by step 2 (created when missing)
 
     // Repairs, all applied by apply_mmap_recovery.
     bool new_partition = false;                     ///< create segment 0 (and the folder)

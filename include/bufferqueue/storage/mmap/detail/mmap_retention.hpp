@@ -1,5 +1,6 @@
-// Internal: the file deletions of a persistent partition's retention, kept apart from the commit
-// they follow.
+// Internal: a persistent partition's retention - releasing segments every known group has
+// committed past (`apply_mmap_retention`) - and its file deletions, kept apart from the commit they
+// follow (`retention_backlog`).
 //
 // Retention deletes a segment file only after earliest.offset has moved past it, so a file that
 // could not be deleted is harmless to readers (it is below earliest.offset, and the next open
@@ -8,8 +9,14 @@
 // files retention released but could not delete, and retries them at every later retention run.
 #pragma once
 
+#include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
 
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -60,5 +67,26 @@ public:
 private:
     std::vector<std::string> pending_;
 };
+
+/// What retention works on: the partition's groups and earliest position, all guarded by the
+/// checkpoint store's groups mutex, which the caller holds.
+struct mmap_retention_scope {
+    const mmap_partition_files& files;
+    mmap_segment_list& segments;
+    std::map<std::string, log_position, std::less<>>& groups;
+    log_position& earliest;
+    retention_backlog& deletions;
+};
+
+/// Releases the segments every known group has committed past, keeping the newest `keep` of them;
+/// `log_end` is the published end of the log. A checkpoint at a segment-end marker (a group that
+/// read a segment to its end before the writer ended it) has committed past that segment. Order:
+/// the commit already flushed and persisted its checkpoint; then checkpoints at the end of a segment
+/// about to go move to the equivalent first offset of the next segment (a checkpoint below
+/// earliest.offset is corrupt); then earliest.items and earliest.offset advance; then the segments
+/// are unmapped and queued in `deletions` (the caller runs them). Leftovers of an interrupted
+/// deletion are below earliest.offset and are removed at the next open. Throws `io_error` part way;
+/// what was done stands, and the next run starts over.
+void apply_mmap_retention(const mmap_retention_scope& scope, std::size_t keep, std::uint64_t log_end);
 
 }  // namespace bufferqueue::detail

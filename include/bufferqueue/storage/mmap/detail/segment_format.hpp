@@ -53,9 +53,8 @@
 // position within the segment file. A record boundary is position 40 (right after the header) or
 // the position right after a complete valid record. An offset that points at a segment-end marker
 // or at the very end of a full segment is equivalent to the first record boundary of the next
-// segment; `normalize_offset` maps it there, and checkpoints always hold normalized offsets, so
-// the first offset of a partition is 40 and no checkpoint is ever `k * segment_size + p` with
-// p < 40.
+// segment (once that segment exists); `normalize_offset` maps it there, and checkpoints always hold normalized offsets,
+// so the first offset of a partition is 40 and no checkpoint is ever `k * segment_size + p` with p < 40.
 #pragma once
 
 #include <array>
@@ -102,13 +101,12 @@ inline constexpr std::uint32_t segment_end_checksum = 0x148C'3D26U;
 inline constexpr std::uint64_t max_record_payload_size = 0xFFFF'FFFEU;
 
 /// The smallest valid segment size, 64 bytes: the header, one record of up to 8 payload bytes and
-/// the segment-end marker after it. The one definition of the minimum: `validate_segment_size`,
-/// the `segment_size` option of mmap topics and docs/mmap-format.md use it.
+/// the segment-end marker after it. The one definition of the minimum: `is_valid_segment_size`
+/// (and so the `segment_size` option of mmap topics) and docs/mmap-format.md use it.
 inline constexpr std::uint64_t min_segment_size = 64;
 
-/// Throws `error(errc::invalid_argument)` unless `segment_size` is a multiple of 8 and at least
-/// `min_segment_size`. Thread-safe; allocates only the exception.
-void validate_segment_size(std::uint64_t segment_size);
+/// The largest valid segment size, 2^40 bytes.
+inline constexpr std::uint64_t max_segment_size = std::uint64_t{1} << 40;
 
 /// The bytes a record with a `payload_size`-byte payload takes: 8 + payload rounded up to 8.
 /// `payload_size` must not exceed `max_record_payload_size`.
@@ -118,6 +116,13 @@ constexpr std::uint64_t record_size(std::uint64_t payload_size) noexcept
 }
 
 static_assert(min_segment_size == segment_header_size + record_size(8) + record_header_size);
+
+/// True when `segment_size` is a multiple of `record_alignment` between `min_segment_size` and
+/// `max_segment_size`: the one check of a segment size (the `segment_size` option of mmap topics).
+constexpr bool is_valid_segment_size(std::uint64_t segment_size) noexcept
+{
+    return segment_size % record_alignment == 0 && segment_size >= min_segment_size && segment_size <= max_segment_size;
+}
 
 /// The largest payload a segment of `segment_size` bytes can hold (in a record right after the
 /// header); producers reject a larger payload with `errc::invalid_argument`. 0 for a segment size
@@ -182,10 +187,6 @@ constexpr void store_u64_little_endian(std::byte* destination, std::uint64_t val
 /// Thread-safe; never allocates.
 std::array<std::byte, segment_header_size> make_segment_header(std::uint64_t segment_index,
                                                                std::uint64_t segment_size) noexcept;
-
-/// Writes the header of segment `segment_index` into the first `segment_header_size` bytes of
-/// `segment`. Throws `error(errc::invalid_argument)` when `segment` is shorter than that.
-void write_segment_header(std::span<std::byte> segment, std::uint64_t segment_index, std::uint64_t segment_size);
 
 /// Checks the header at the start of `segment` (the whole segment, or at least its first
 /// `segment_header_size` bytes): magic, version, header size, CRC, reserved field, and that it
@@ -306,12 +307,16 @@ constexpr std::uint64_t first_record_offset(std::uint64_t segment_index, std::ui
     return logical_offset(segment_index, segment_header_size, segment_size);
 }
 
-/// The normalized logical offset of `position` in segment `segment_index`, whose bytes are
-/// `segment`: the first record boundary of the next segment when `is_segment_end(segment,
-/// position)`, otherwise `logical_offset(segment_index, position, segment.size())`. Does not check
-/// that `position` is a record boundary. Thread-safe; never allocates.
-std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t segment_index,
-                               std::uint64_t position) noexcept;
+/// The normalized logical offset of the record boundary `position` in segment `segment_index`, whose
+/// bytes are `segment`: the first record boundary of the next segment when the log reaches it
+/// (`log_end`, the logical offset one past the last published record, is at least that offset) and
+/// `is_segment_end(segment, position)`; otherwise `logical_offset(segment_index, position,
+/// segment.size())`. The one normalization rule: readers, retention and tests use it. It reads
+/// `segment` at `position` only once the next segment exists, so bytes a writer may still be
+/// writing are never read. Does not check that `position` is a record boundary. Thread-safe;
+/// never allocates.
+std::uint64_t normalize_offset(std::span<const std::byte> segment, std::uint64_t segment_index, std::uint64_t position,
+                               std::uint64_t log_end) noexcept;
 
 // ---------------------------------------------------------------------------------------------
 // Flush mark

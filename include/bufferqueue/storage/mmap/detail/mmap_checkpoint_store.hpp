@@ -1,0 +1,184 @@
+// Internal: the consumer groups of a persistent partition - their cursors, committed positions and
+// checkpoint files - and the retention their commits drive (see docs/mmap-storage.md, "Consumer
+// groups" and "Retention").
+#pragma once
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_group_folder.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_log_reader.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_retention.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace bufferqueue::detail {
+
+/// Every persisted group's position (offset and item index), the open cursors, and earliest.offset.
+/// Group checkpoints (creation, commit, retention's rewrites) are written under the groups mutex,
+/// which also serializes retention. Lock order: the writer's mutex, then this one, then the
+/// segment list's. `Cursor` derives from `mmap_group_progress`.
+template <class Cursor>
+class mmap_checkpoint_store {
+public:
+    /// Takes over the recovered `groups` and `earliest` position. `files` and `segments` must
+    /// outlive the store; `keep` is the topic's `max_retained_consumed_segments`. Never throws.
+    mmap_checkpoint_store(const mmap_partition_files& files, mmap_segment_list& segments,
+                          std::map<std::string, log_position, std::less<>> groups, log_position earliest,
+                          std::optional<std::size_t> keep) noexcept
+        : files_(files), segments_(segments), keep_(keep), groups_(std::move(groups)), earliest_(earliest),
+          earliest_items_(earliest.items)
+    {
+    }
+
+    mmap_checkpoint_store(const mmap_checkpoint_store&) = delete;
+    mmap_checkpoint_store& operator=(const mmap_checkpoint_store&) = delete;
+
+    /// The groups mutex, for the partition's close.
+    std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
+
+    /// The group's cursor: the open one (a group opened again resumes from its committed offset),
+    /// or a new one at the group's persisted position; a group never seen starts at earliest.offset
+    /// and appears with its first checkpoint, so it holds retention before its first pull. Throws
+    /// `closed`, `io_error`. Thread-safe; allocates.
+    Cursor& open_cursor(std::string_view group)
+    {
+        const std::lock_guard lock(mutex_);
+        require_open();
+        const auto reopened =
+            std::find_if(cursors_.begin(), cursors_.end(), [&](const Cursor& each) { return each.group == group; });
+        if (reopened != cursors_.end()) {
+            return *reopened;
+        }
+        const std::string escaped = escape_group_name(group);
+        log_position start = earliest_;
+        if (const auto known = groups_.find(group); known != groups_.end()) {
+            start = known->second;
+        } else {
+            create_group_folder(files_.offsets_folder(), escaped, start.offset);
+            groups_.emplace(std::string(group), start);
+        }
+        Cursor& opened = cursors_.emplace_back();
+        opened.group = std::string(group);
+        opened.checkpoint_path = files_.group_checkpoint_path(escaped);
+        opened.committed_items.store(start.items, std::memory_order_release);
+        opened.committed.store(start.offset, std::memory_order_release);
+        return opened;
+    }
+
+    /// Persists `next_offset` as the group's checkpoint (the caller flushed the log up to it), then
+    /// runs retention, which never makes the commit fail. Throws `closed`, `io_error`. Thread-safe.
+    void commit(Cursor& reader, std::uint64_t next_offset, std::uint64_t log_end)
+    {
+        // Under the groups mutex: retention may rewrite a group's checkpoint, and must not race
+        // with the group's own commit.
+        const std::lock_guard lock(mutex_);
+        require_open();
+        const std::uint64_t items = item_index(reader, next_offset);
+        write_checkpoint(reader.checkpoint_path, next_offset);
+        reader.committed_items.store(items, std::memory_order_release);
+        reader.committed.store(next_offset, std::memory_order_release);
+        groups_[reader.group] = {next_offset, items};
+        retain(log_end);  // the commit stands from here on, whatever retention meets
+    }
+
+    /// True when the partition holds a checkpoint for `group`. Thread-safe.
+    bool has_group(std::string_view group) const
+    {
+        const std::lock_guard lock(mutex_);
+        return groups_.contains(group);
+    }
+
+    /// Deletes the group's folder atomically (mmap_group_folder.hpp) and its cursor, then applies
+    /// retention. Throws `closed`, `io_error`. Thread-safe.
+    void remove_group(std::string_view group, std::uint64_t log_end)
+    {
+        const std::lock_guard lock(mutex_);
+        require_open();
+        if (const auto known = groups_.find(group); known != groups_.end()) {
+            remove_group_folder(files_.offsets_folder(), escape_group_name(group));
+            groups_.erase(known);
+            cursors_.remove_if([group](const Cursor& each) { return each.group == group; });
+            retain(log_end);  // the removal stands from here on, whatever retention meets
+        }
+    }
+
+    /// Runs retention for the groups found on disk. Never throws. Thread-safe.
+    void retain_at_open(std::uint64_t log_end) noexcept
+    {
+        const std::lock_guard lock(mutex_);
+        retain(log_end);
+    }
+
+    /// The item index of the earliest retained record. Lock-free.
+    std::uint64_t earliest_items() const noexcept { return earliest_items_.load(std::memory_order_acquire); }
+
+private:
+    void require_open() const
+    {
+        if (segments_.closed()) {
+            throw error(errc::closed, files_.description + " is closed");
+        }
+    }
+
+    // The item index at `offset`, where a commit of the cursor's group moves it: the end of its
+    // last pull (the usual case, no counting), where it stands, or counted in the log.
+    std::uint64_t item_index(const Cursor& reader, std::uint64_t offset) const noexcept
+    {
+        if (reader.pulled_end && reader.pulled_end->offset == offset) {
+            return reader.pulled_end->items;
+        }
+        const std::uint64_t current = reader.committed_items.load(std::memory_order_relaxed);
+        if (offset == reader.committed.load(std::memory_order_relaxed)) {
+            return current;
+        }
+        return segments_.items_at(offset).value_or(current);
+    }
+
+    // Called with mutex_ held, after a commit stored its checkpoint (or at open): retention and its
+    // file deletions must not make that commit fail, since its progress is saved. A failed step is
+    // retried at the next commit; files that could not be deleted are below earliest.offset and
+    // also removed at the next open.
+    void retain(std::uint64_t log_end) noexcept
+    {
+        if (keep_) {
+            try {
+                apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_}, *keep_, log_end);
+            } catch (...) {
+                // Nothing released beyond what earliest.offset says; the next run starts over.
+            }
+            // Checkpoints retention moved (also before a failure) move their cursors.
+            for (Cursor& each : cursors_) {
+                const auto known = groups_.find(each.group);
+                if (known != groups_.end() && each.committed.load(std::memory_order_relaxed) != known->second.offset) {
+                    each.committed.store(known->second.offset, std::memory_order_release);
+                }
+            }
+            earliest_items_.store(earliest_.items, std::memory_order_release);
+        }
+        deletions_.remove_pending(files_.folder);
+    }
+
+    const mmap_partition_files& files_;
+    mmap_segment_list& segments_;
+    const std::optional<std::size_t> keep_;
+
+    mutable std::mutex mutex_;
+    std::map<std::string, log_position, std::less<>> groups_;  // every persisted group; mutex_
+    std::list<Cursor> cursors_;                                // guarded by mutex_
+    log_position earliest_;                                    // guarded by mutex_
+    retention_backlog deletions_;                              // guarded by mutex_
+    std::atomic<std::uint64_t> earliest_items_;                // written under mutex_
+};
+
+}  // namespace bufferqueue::detail

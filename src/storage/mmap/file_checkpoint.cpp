@@ -1,0 +1,136 @@
+#include "bufferqueue/storage/mmap/detail/file_checkpoint.hpp"
+
+#include "bufferqueue/storage/mmap/detail/file_directory.hpp"
+#include "bufferqueue/storage/mmap/detail/file_handle.hpp"
+
+#include "file_system_call.hpp"
+
+#include "bufferqueue/error.hpp"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <filesystem>
+#include <span>
+#include <string_view>
+#include <variant>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+using file_system::run_checked;
+using file_system::throw_io_error;
+
+namespace {
+
+std::string parent_directory(const std::string& path)
+{
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    return parent.empty() ? std::string(".") : parent.string();
+}
+
+// Durably replaces `path` with `bytes`: `path + ".tmp"` written, fsynced, renamed over `path`, then
+// the parent directory fsynced.
+void write_atomically(const std::string& path, std::span<const std::byte> bytes)
+{
+    const std::string temporary_path = path + std::string(temporary_suffix);
+    {
+        unique_fd file = open_file(temporary_path, open_mode::create_or_truncate);
+        try {
+            write_at(file, 0, bytes);
+            fsync_file(file);
+            file.close();
+            rename_file(temporary_path, path);
+        } catch (...) {
+            ::unlink(temporary_path.c_str());  // best effort; leftovers are removed at the next open
+            throw;
+        }
+    }
+    fsync_directory(parent_directory(path));
+}
+
+// The contents of the small regular file at `path` (`what` names its kind in errors), when it is at
+// most `Limit` bytes long; `sizes` describes the valid sizes for the error of a longer one.
+template <std::size_t Limit>
+std::optional<std::vector<std::byte>> read_small_file(const std::string& path, std::string_view what,
+                                                      const std::string& sizes)
+{
+    std::optional<unique_fd> file = try_open_file(path, open_mode::read_only);
+    if (!file) {
+        return std::nullopt;
+    }
+    struct stat status {};
+    const int failure = run_checked(file_operation::size, path, [&] { return ::fstat(file->get(), &status); });
+    if (failure != 0) {
+        throw_io_error("cannot get the size of " + path, failure);
+    }
+    if (!S_ISREG(status.st_mode)) {
+        throw error(errc::corrupt_data, std::string(what) + " file " + path + " is not a regular file");
+    }
+    // One byte more than the largest format, so a longer file reads as too long.
+    std::array<std::byte, Limit + 1> bytes{};
+    const auto size = static_cast<std::uint64_t>(status.st_size);
+    std::size_t read = 0;
+    if (size <= Limit) {
+        read = read_at(*file, 0, bytes);
+    }
+    if (size > Limit || read != size) {
+        throw error(errc::corrupt_data,
+                    std::string(what) + " file " + path + " is " + std::to_string(size) + " bytes long; " + sizes);
+    }
+    return std::vector<std::byte>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(read));
+}
+
+}  // namespace
+
+void write_checkpoint(const std::string& path, std::uint64_t value)
+{
+    if (value > max_checkpoint_value) {
+        throw error(errc::invalid_argument, "cannot write checkpoint " + path + ": the value " + std::to_string(value) +
+                                                " is larger than the largest checkpoint value " +
+                                                std::to_string(max_checkpoint_value));
+    }
+    write_atomically(path, encode_checkpoint(value));
+}
+
+std::optional<std::uint64_t> read_checkpoint(const std::string& path)
+{
+    const auto bytes = read_small_file<checkpoint_size>(path, "checkpoint",
+                                                        "a checkpoint is " + std::to_string(checkpoint_size) +
+                                                            " bytes (format version 2) or " +
+                                                            std::to_string(checkpoint_v1_size) + " bytes (version 1)");
+    if (!bytes) {
+        return std::nullopt;
+    }
+    checkpoint_decoding decoded = decode_checkpoint(*bytes);
+    if (auto* problem = std::get_if<std::string>(&decoded)) {
+        throw error(errc::corrupt_data, "checkpoint file " + path + " " + *problem);
+    }
+    return std::get<std::uint64_t>(decoded);
+}
+
+void write_item_position(const std::string& path, log_position position)
+{
+    if (position.offset > max_checkpoint_value) {
+        throw error(errc::invalid_argument, "cannot write item position " + path + ": the offset " +
+                                                std::to_string(position.offset) + " is too large");
+    }
+    write_atomically(path, encode_item_position(position));
+}
+
+std::optional<log_position> read_item_position(const std::string& path)
+{
+    const auto bytes = read_small_file<item_position_size>(
+        path, "item position", "an item position is " + std::to_string(item_position_size) + " bytes");
+    if (!bytes) {
+        return std::nullopt;
+    }
+    item_position_decoding decoded = decode_item_position(*bytes);
+    if (auto* problem = std::get_if<std::string>(&decoded)) {
+        throw error(errc::corrupt_data, "item position file " + path + " " + *problem);
+    }
+    return std::get<log_position>(decoded);
+}
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,175 @@
+#include "bufferqueue/storage/mmap/detail/file_directory.hpp"
+
+#include "file_system_call.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <filesystem>
+#include <memory>
+
+namespace bufferqueue::detail {
+
+using file_system::injected_error;
+using file_system::open_descriptor;
+using file_system::report_flush;
+using file_system::run_checked;
+using file_system::throw_io_error;
+
+namespace {
+
+// Removes `path` and, for a directory, everything inside it. Returns false when nothing existed.
+bool remove_recursively(const std::string& path)
+{
+    struct stat status {};
+    if (::lstat(path.c_str(), &status) == -1) {
+        if (errno == ENOENT) {
+            return false;
+        }
+        throw_io_error("cannot inspect " + path, errno);
+    }
+    if (S_ISDIR(status.st_mode)) {
+        for (const directory_entry& entry : list_directory(path)) {
+            remove_recursively(path + "/" + entry.name);
+        }
+    }
+    return remove_file(path);
+}
+
+}  // namespace
+
+void fsync_directory(const std::string& directory)
+{
+    const int result = open_descriptor(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (result < 0) {
+        throw_io_error("cannot open directory " + directory + " to fsync it", -result);
+    }
+    const unique_fd handle(result, directory);
+    const int failure = run_checked(file_operation::fsync_directory, directory, [&] { return ::fsync(result); });
+    if (failure != 0) {
+        throw_io_error("cannot fsync directory " + directory, failure);
+    }
+    report_flush(file_operation::fsync_directory, directory, 0, 0);
+}
+
+bool make_directories(const std::string& directory)
+{
+    std::filesystem::path target(directory);
+    if (!target.has_filename() && target.has_parent_path()) {
+        target = target.parent_path();  // "a/b/" names the directory "a/b"
+    }
+    const std::string path = target.string();
+    if (path.empty()) {
+        return false;
+    }
+    struct stat status {};
+    if (::stat(path.c_str(), &status) == 0) {
+        if (!S_ISDIR(status.st_mode)) {
+            throw_io_error("cannot create directory " + path, ENOTDIR);
+        }
+        return false;
+    }
+    const std::filesystem::path parent = target.parent_path();
+    if (!parent.empty() && parent != target) {
+        make_directories(parent.string());
+    }
+    const int failure = run_checked(file_operation::make_directory, path, [&] { return ::mkdir(path.c_str(), 0777); });
+    if (failure == EEXIST) {
+        if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode)) {
+            return false;  // created concurrently by someone else
+        }
+        throw_io_error("cannot create directory " + path, ENOTDIR);
+    }
+    if (failure != 0) {
+        throw_io_error("cannot create directory " + path, failure);
+    }
+    fsync_directory(parent.empty() ? std::string(".") : parent.string());
+    return true;
+}
+
+std::vector<directory_entry> list_directory(const std::string& directory)
+{
+    if (const int injected = injected_error(file_operation::list_directory, directory); injected != 0) {
+        throw_io_error("cannot list directory " + directory, injected);
+    }
+    const std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(directory.c_str()), &::closedir);
+    if (handle == nullptr) {
+        throw_io_error("cannot list directory " + directory, errno);
+    }
+    std::vector<directory_entry> entries;
+    while (true) {
+        errno = 0;
+        const dirent* entry = ::readdir(handle.get());
+        if (entry == nullptr) {
+            if (errno != 0) {
+                throw_io_error("cannot list directory " + directory, errno);
+            }
+            break;
+        }
+        const std::string_view name(entry->d_name);
+        if (name == "." || name == "..") {
+            continue;
+        }
+        entry_kind kind = entry_kind::other;
+        unsigned char type = entry->d_type;
+        if (type == DT_UNKNOWN) {
+            struct stat status {};
+            const std::string path = directory + "/" + std::string(name);
+            if (::lstat(path.c_str(), &status) == -1) {
+                if (errno == ENOENT) {
+                    continue;  // removed while we were listing
+                }
+                throw_io_error("cannot inspect " + path, errno);
+            }
+            type = S_ISREG(status.st_mode) ? DT_REG : S_ISDIR(status.st_mode) ? DT_DIR : DT_UNKNOWN;
+        }
+        if (type == DT_REG) {
+            kind = entry_kind::file;
+        } else if (type == DT_DIR) {
+            kind = entry_kind::directory;
+        }
+        entries.push_back(directory_entry{std::string(name), kind});
+    }
+    std::sort(entries.begin(), entries.end(),
+              [](const directory_entry& left, const directory_entry& right) { return left.name < right.name; });
+    return entries;
+}
+
+std::size_t remove_temporary_files(const std::string& directory)
+{
+    if (!path_exists(directory)) {
+        return 0;
+    }
+    std::size_t removed = 0;
+    for (const directory_entry& entry : list_directory(directory)) {
+        if (entry.name.size() > temporary_suffix.size() && entry.name.ends_with(temporary_suffix)) {
+            if (remove_recursively(directory + "/" + entry.name)) {
+                ++removed;
+            }
+        }
+    }
+    return removed;
+}
+
+directory_lock::directory_lock(const std::string& directory)
+    : lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open))
+{
+    const int failure = run_checked(file_operation::lock, lock_file_.path(),
+                                    [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
+    if (failure == EWOULDBLOCK) {
+        throw error(errc::io_error, "cannot open " + directory +
+                                        ": the directory is already open by another queue (in this process or "
+                                        "another one holding the lock on " +
+                                        lock_file_.path() + ")");
+    }
+    if (failure != 0) {
+        throw_io_error("cannot lock " + lock_file_.path(), failure);
+    }
+}
+
+}  // namespace bufferqueue::detail
