@@ -1,9 +1,10 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
