@@ -74,6 +74,9 @@ void buffer_queue::require_unregistered(const std::string& topic, std::type_inde
 
 void buffer_queue::add(std::shared_ptr<detail::topic_base> topic)
 {
+    if (!topic) {
+        throw error(errc::invalid_argument, "add_topic: make_topic returned a moved-from registered_topic");
+    }
     std::unique_lock lock(mutex_);
     require_new(topics_, closed_, topic->name(), topic->item_type(), topic->item_type_name());
     topics_[topic->name()].push_back(std::move(topic));

@@ -61,7 +61,6 @@ public:
     template <class... Arguments>
     Partition& emplace_back(Arguments&&... arguments)
     {
-        slots_.reserve(slots_.size() + 1);
         slots_.push_back(std::make_unique<detail::partition_slot<Partition>>(std::forward<Arguments>(arguments)...));
         return slots_.back()->storage;
     }

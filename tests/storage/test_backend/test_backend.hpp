@@ -342,7 +342,7 @@ struct test_backend_topic_options {
     bool blocking = false;
 };
 
-namespace detail {
+namespace implementation {
 
 template <class Partition, class T>
 bufferqueue::registered_topic make_test_backend_topic(test_backend_topic_options<T> options,
@@ -363,7 +363,7 @@ bufferqueue::registered_topic make_test_backend_topic(test_backend_topic_options
                                                std::move(partitions));
 }
 
-}  // namespace detail
+}  // namespace implementation
 
 /// The backend's customization point, found by argument-dependent lookup from
 /// `bufferqueue::buffer_queue::add_topic`. Throws `bufferqueue::error` `errc::invalid_argument`
@@ -376,9 +376,9 @@ bufferqueue::registered_topic make_topic(test_backend_topic_options<T> options, 
     bufferqueue::require_partition_count(kind, options.name, options.partitions);
     bufferqueue::require_bounds(kind, options.name, options.bounded_capacity, options.full_mode);
     if (options.blocking) {
-        return detail::make_test_backend_topic<test_backend_blocking_partition<T>>(std::move(options), context);
+        return implementation::make_test_backend_topic<test_backend_blocking_partition<T>>(std::move(options), context);
     }
-    return detail::make_test_backend_topic<test_backend_partition<T>>(std::move(options), context);
+    return implementation::make_test_backend_topic<test_backend_partition<T>>(std::move(options), context);
 }
 
 }  // namespace bufferqueue_test_backend

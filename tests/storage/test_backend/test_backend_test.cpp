@@ -259,7 +259,7 @@ TEST_CASE("test backend: a waiting consume completes when an item is produced an
 }
 
 TEST_CASE("test backend: records appended from outside, not through a producer, wake a waiting consume",
-          "[test_backend][consumer][wake]")
+          "[test_backend][consumer][wake][concurrency]")
 {
     boost::asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
