@@ -4,7 +4,25 @@
 
 namespace bufferqueue {
 
-buffer_queue::buffer_queue(executor_type executor) : executor_(std::move(executor))
+// The context every backend's make_topic receives from this queue.
+class buffer_queue::context final : public topic_context {
+public:
+    explicit context(buffer_queue& queue) noexcept : queue_(queue) {}
+
+    const boost::asio::any_io_executor& executor() const noexcept override { return queue_.executor_; }
+    std::shared_ptr<detail::io_pool> blocking_pool() override { return queue_.blocking_pool(); }
+    void require_unregistered(const std::string& name, std::type_index type,
+                              const std::string& type_name) const override
+    {
+        queue_.require_unregistered(name, type, type_name);
+    }
+
+private:
+    buffer_queue& queue_;
+};
+
+buffer_queue::buffer_queue(executor_type executor)
+    : executor_(std::move(executor)), context_(std::make_unique<context>(*this))
 {
 }
 
@@ -56,6 +74,9 @@ void buffer_queue::require_unregistered(const std::string& topic, std::type_inde
 
 void buffer_queue::add(std::shared_ptr<detail::topic_base> topic)
 {
+    if (!topic) {
+        throw error(errc::invalid_argument, "add_topic: make_topic returned a moved-from registered_topic");
+    }
     std::unique_lock lock(mutex_);
     require_new(topics_, closed_, topic->name(), topic->item_type(), topic->item_type_name());
     topics_[topic->name()].push_back(std::move(topic));

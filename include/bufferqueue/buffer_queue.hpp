@@ -4,16 +4,16 @@
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/detail/io_pool.hpp"
-#include "bufferqueue/push/detail/push_loop.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push/detail/push_loop.hpp"
+#include "bufferqueue/push/detail/push_registration.hpp"
 #include "bufferqueue/push_consumer.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
+#include "bufferqueue/topic/topic_context.hpp"
 
 #include <cstddef>
 #include <functional>
@@ -61,25 +61,34 @@ public:
     /// Closes every topic (see `close`).
     ~buffer_queue();
 
-    /// Registers an in-memory topic. Throws `bufferqueue::error`: `errc::invalid_argument` naming the
-    /// option at fault, `errc::topic_exists` when (T, name) is registered, `errc::closed`. Allocates.
-    template <class T>
-    void add_topic(memory_topic_options<T> options)
+    /// Registers a topic of any storage backend: `options` is the backend's options type, for which
+    /// argument-dependent lookup finds `make_topic(Options, topic_context&)` (the `topic_options`
+    /// concept; see docs/backends.md). `memory_topic_options<T>` (storage/memory/memory_topic.hpp)
+    /// registers an in-memory topic; `mmap_topic_options<T>` (storage/mmap/mmap_topic.hpp) a
+    /// persistent one stored under `options.data_directory`, recovering what a previous run left
+    /// there. Throws `bufferqueue::error`: `errc::invalid_argument` naming the option at fault,
+    /// `errc::topic_exists` when (T, name) is registered, `errc::closed`, and what the backend
+    /// reports (mmap: `errc::corrupt_data` naming the file and offset, `errc::io_error`, also when
+    /// another queue, in this process or another, has the topic folder open). Allocates; a
+    /// persistent topic does file I/O: call it at start-up, not from a latency-sensitive executor
+    /// thread. Thread-safe.
+    template <topic_options Options>
+    void add_topic(Options options)
     {
-        add(detail::make_memory_topic<T>(std::move(options), executor_));
+        add(detail::registered_topic_access::release(make_topic(std::move(options), *context_)));
     }
 
-    /// Registers a persistent topic stored under `options.data_directory`, recovering what a previous
-    /// run left there. Throws `bufferqueue::error`: `errc::invalid_argument` naming the option at fault,
-    /// `errc::corrupt_data` naming the file and offset, `errc::io_error` (also when another queue, in
-    /// this process or another, has the topic folder open), `errc::topic_exists`, `errc::closed`.
-    /// Does file I/O: call it at start-up, not from a latency-sensitive executor thread.
-    template <class T>
-    void add_topic(mmap_topic_options<T> options)
+    /// Refuses, with a readable message, an options type that no backend declares.
+    template <class Options>
+        requires(!topic_options<Options>)
+    void add_topic(Options)
     {
-        // Checked before the folder is locked, so a duplicate is `topic_exists`, not a lock conflict.
-        require_unregistered(options.name, typeid(T), detail::readable_type_name<T>());
-        add(detail::make_mmap_topic<T>(std::move(options), executor_, blocking_pool()));
+        static_assert(topic_options<Options>,
+                      "buffer_queue::add_topic: no `bufferqueue::registered_topic make_topic(Options, "
+                      "bufferqueue::topic_context&)` is found for this options type; include the backend's header "
+                      "(bufferqueue/storage/memory/memory_topic.hpp, bufferqueue/storage/mmap/mmap_topic.hpp, or "
+                      "<bufferqueue/bufferqueue.hpp> for both), or declare make_topic in the namespace of the "
+                      "options type (docs/backends.md)");
     }
 
     /// A producer for the topic (T, name). Throws `bufferqueue::error`: `errc::no_such_topic`, or
@@ -146,7 +155,7 @@ public:
     template <push_consumer... Consumers>
     void add_push_consumers()
     {
-        add_push_consumer_types<Consumers...>(default_push_factory<Consumers>{}...);
+        add_push_consumer_types<Consumers...>(detail::default_push_factory<Consumers>{}...);
     }
 
     /// As above, each consumer made by the matching factory (called with no arguments, returning the
@@ -164,26 +173,18 @@ public:
     template <class T = detail::deduced_item, class Handler>
     void add_push_consumer(const push_subscription& subscription, Handler handler)
     {
-        using item = typename callable_item<T, Handler>::type;
+        using item = typename detail::callable_item<T, Handler>::type;
         static_assert(push_handler<Handler, item>,
                       "a push handler must be a copyable callable taking (bufferqueue::batch<T>) or "
                       "(bufferqueue::batch<T>, bufferqueue::committer&) and returning boost::asio::awaitable<void>");
         check_push_subscription<item>(subscription, {});
-        detail::push_invoker<item> invoker;
-        if (subscription.lifetime == lifetime::singleton) {
-            invoker = [shared = std::make_shared<Handler>(std::move(handler))](batch<item> items, committer* commit) {
-                return detail::call_callable<item>(*shared, items, commit);
-            };
-        } else {
-            invoker = [prototype = std::make_shared<const Handler>(std::move(handler))](batch<item> items,
-                                                                                        committer* commit) {
-                return detail::call_fresh_callable<item>(prototype, items, commit);
-            };
-        }
-        std::vector<pending_push> pending;
-        pending.push_back(make_push_loops<item>(subscription, std::move(invoker),
-                                                std::is_invocable_v<Handler&, batch<item>, committer&>));
-        register_push(pending);
+        detail::push_invoker<item> invoker = detail::make_push_invoker<item>(
+            subscription.lifetime, detail::callable_handler_source<item, Handler>{std::move(handler)});
+        std::vector<detail::pending_push> pending;
+        pending.push_back(
+            detail::make_push_loops<item>(find<item>(subscription.topic), subscription, std::move(invoker),
+                                          std::is_invocable_v<Handler&, batch<item>, committer&>, executor_));
+        detail::register_push(*push_, pending);
     }
 
     /// Starts every registered push loop on the queue's executor (`co_spawn`); returns at once.
@@ -221,29 +222,14 @@ public:
     executor_type get_executor() const noexcept { return executor_; }
 
 private:
+    class context;  // the topic_context the queue hands to make_topic (buffer_queue.cpp)
+
     void add(std::shared_ptr<detail::topic_base> topic);
     std::shared_ptr<detail::io_pool> blocking_pool();
     void require_unregistered(const std::string& topic, std::type_index type, const std::string& type_name) const;
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
     static void validate(const pull_consumer_options& options);
-
-    template <class Consumer>
-    struct default_push_factory {
-        std::shared_ptr<Consumer> operator()() const { return std::make_shared<Consumer>(); }
-    };
-
-    template <class T, class Handler>
-    struct callable_item {
-        using type = T;
-    };
-    template <class Handler>
-    struct callable_item<detail::deduced_item, Handler> {
-        static_assert(
-            requires { &Handler::operator(); }, "cannot deduce the item type of a generic or overloaded push handler: "
-                                                "call add_push_consumer<T>(subscription, handler)");
-        using type = detail::item_of_member<decltype(&Handler::operator())>;
-    };
 
     // Checks everything about a subscription that can be checked before its group is created.
     // `earlier` lists the (topic, group) pairs registered by the same call.
@@ -273,137 +259,36 @@ private:
         }
     }
 
-    template <class Consumer>
-    using push_item = detail::item_of_member<decltype(&Consumer::consume)>;
-
-    // One subscription's loops, made but not yet registered; `created` when its group was new.
-    struct pending_push {
-        std::string topic;
-        std::string group;
-        bool created = false;
-        std::function<bool()> remove_group;
-        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
-    };
-
     // All or nothing: every singleton is made before any group is created, and a failure after some
     // groups were created removes the new ones again (groups that existed before stay).
     template <class... Consumers, class... Factories>
     void add_push_consumer_types(Factories... factories)
     {
         std::vector<std::pair<std::string_view, std::string_view>> checked;
-        ((check_push_subscription<push_item<Consumers>>(Consumers::subscription, checked),
+        ((check_push_subscription<detail::push_item<Consumers>>(Consumers::subscription, checked),
           checked.emplace_back(push_subscription(Consumers::subscription).topic,
                                push_subscription(Consumers::subscription).group)),
          ...);
-        auto invokers = std::make_tuple(make_push_invoker<Consumers>(std::move(factories))...);
-        std::vector<pending_push> pending;
+        auto invokers = std::make_tuple(detail::make_push_invoker<detail::push_item<Consumers>>(
+            push_subscription(Consumers::subscription).lifetime,
+            detail::consumer_handler_source<detail::push_item<Consumers>, Consumers, Factories>{
+                std::move(factories), Consumers::subscription})...);
+        std::vector<detail::pending_push> pending;
         try {
             std::apply(
                 [&](auto&... invoker) {
-                    (pending.push_back(make_push_loops<push_item<Consumers>>(
+                    (pending.push_back(detail::make_push_loops<detail::push_item<Consumers>>(
+                         find<detail::push_item<Consumers>>(push_subscription(Consumers::subscription).topic),
                          Consumers::subscription, std::move(invoker),
-                         manual_commit_push_handler<Consumers, push_item<Consumers>>)),
+                         manual_commit_push_handler<Consumers, detail::push_item<Consumers>>, executor_)),
                      ...);
                 },
                 invokers);
         } catch (...) {
-            undo_push(pending);
+            detail::undo_push(pending);
             throw;
         }
-        register_push(pending);
-    }
-
-    template <class Consumer, class Factory>
-    detail::push_invoker<push_item<Consumer>> make_push_invoker(Factory factory)
-    {
-        using item = push_item<Consumer>;
-        const push_subscription subscription = Consumer::subscription;
-        detail::push_invoker<item> invoker;
-        if (subscription.lifetime == lifetime::singleton) {
-            std::shared_ptr<Consumer> instance;
-            try {
-                instance = detail::make_consumer_instance<Consumer>(factory);
-            } catch (const error& failure) {
-                throw error(static_cast<errc>(failure.code().value()),
-                            "push consumer of topic '" + std::string(subscription.topic) + "' group '" +
-                                std::string(subscription.group) + "': " + failure.what());
-            }
-            invoker = [instance = std::move(instance)](batch<item> items, committer* commit) {
-                return detail::call_consume<item>(*instance, items, commit);
-            };
-        } else {
-            invoker = [shared = std::make_shared<Factory>(std::move(factory))](batch<item> items, committer* commit) {
-                return detail::call_fresh_consumer<item, Consumer>(shared, items, commit);
-            };
-        }
-        return invoker;
-    }
-
-    // Creates the subscription's group and loops (not registered yet).
-    template <class T>
-    pending_push make_push_loops(const push_subscription& subscription, detail::push_invoker<T> invoker,
-                                 bool manual_commit)
-    {
-        const pull_consumer_options options{.topic = std::string(subscription.topic),
-                                            .group = std::string(subscription.group),
-                                            .auto_commit = !manual_commit,
-                                            .batch_size = subscription.batch_size};
-        const std::shared_ptr<detail::topic<T>> topic = find<T>(options.topic);
-        pending_push made{.topic = options.topic,
-                          .group = options.group,
-                          .created = !topic->has_group(options.group),
-                          .remove_group = [topic, group = options.group] { return topic->remove_group(group); },
-                          .loops = {}};
-        std::vector<pull_consumer<T>> consumers = create_pull_consumers<T>(options, subscription.concurrency);
-        try {
-            for (pull_consumer<T>& consumer : consumers) {
-                made.loops.push_back(
-                    std::make_shared<detail::push_loop<T>>(std::move(consumer), invoker, manual_commit, executor_));
-            }
-        } catch (...) {
-            made.loops.clear();
-            consumers.clear();
-            if (made.created) {
-                try {
-                    made.remove_group();
-                } catch (...) {
-                    // Best effort; the original failure is what the caller needs to see.
-                }
-            }
-            throw;
-        }
-        return made;
-    }
-
-    // Closes the loops' consumers and removes the groups the registration created. Never throws.
-    static void undo_push(std::vector<pending_push>& pending) noexcept
-    {
-        for (pending_push& each : pending) {
-            each.loops.clear();  // destroys the loops and their consumers, which closes them
-            if (each.created) {
-                try {
-                    each.remove_group();
-                } catch (...) {
-                    // Best effort; the original failure is what the caller needs to see.
-                }
-            }
-        }
-    }
-
-    // Hands the loops to the registry, all of them or (undoing the groups) none.
-    void register_push(std::vector<pending_push>& pending)
-    {
-        std::vector<std::shared_ptr<detail::push_loop_base>> loops;
-        for (const pending_push& each : pending) {
-            loops.insert(loops.end(), each.loops.begin(), each.loops.end());
-        }
-        try {
-            push_->add(std::move(loops), pending.front().topic, pending.front().group);
-        } catch (...) {
-            loops.clear();
-            undo_push(pending);
-            throw;
-        }
+        detail::register_push(*push_, pending);
     }
 
     template <class T>
@@ -420,6 +305,7 @@ private:
     // the queue reach a live pool, which refuses work once the destructor shut it down); mutex_.
     std::shared_ptr<detail::io_pool> blocking_pool_;
     const std::shared_ptr<detail::push_registry> push_ = std::make_shared<detail::push_registry>();
+    const std::unique_ptr<topic_context> context_;  // refers to this queue
 };
 
 }  // namespace bufferqueue

@@ -14,4 +14,8 @@
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/storage/partition_waker.hpp"
 #include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/option_checks.hpp"
+#include "bufferqueue/topic/partitioned_topic.hpp"
+#include "bufferqueue/topic/topic_context.hpp"

@@ -2,6 +2,8 @@
 // position, `remove_group` stops a group from pinning capacity and retention (and deletes its
 // checkpoints on a persistent topic), and creating a group is all or nothing.
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 

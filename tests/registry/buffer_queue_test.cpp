@@ -1,4 +1,5 @@
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 

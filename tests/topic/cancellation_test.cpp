@@ -6,6 +6,7 @@
 
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/producer.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 

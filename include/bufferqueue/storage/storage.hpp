@@ -2,6 +2,8 @@
 // runs the shared consumer logic; a storage partition only stores, reads and tracks progress.
 #pragma once
 
+#include "bufferqueue/storage/partition_waker.hpp"
+
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
@@ -43,29 +45,72 @@ struct pull_result {
     std::uint64_t next_offset = 0;
 };
 
-/// A storage partition of items `T`: the one extension point a storage backend implements. The topic
-/// serializes appends to a partition only as far as the partition itself does: `append` may be
-/// called from many threads at once and must serialize internally. Each `cursor` (one consumer
-/// group's progress in this partition) is used by one consumer at a time; `pull`, `commit`,
-/// `release_batch` and `has_data` on different cursors run concurrently with each other and with
-/// appends.
+/// Whether a partition type's calls block (file or network I/O). The topic layer reads it once,
+/// when it builds a topic over `Partition`: a blocking partition's topic gets the queue's shared
+/// blocking pool, and the asynchronous operations of its handles (`produce`, `consume`, `commit`)
+/// run the partition's calls there, never on an application executor; a non-blocking partition is
+/// called inline on the caller's thread. Default: false. A backend whose calls block specializes
+/// it next to its partition type:
 ///
+///     template <class T> struct bufferqueue::storage_traits<my_partition<T>> {
+///         static constexpr bool blocking = true;
+///     };
+template <class Partition>
+struct storage_traits {
+    static constexpr bool blocking = false;
+};
+
+/// A storage partition of items `T`: the one extension point a storage backend implements (see
+/// docs/backends.md for a walk-through). The topic routes items to partitions, admits them against
+/// a bounded capacity, tracks consumer groups and wakes waiting consumers; a partition only stores,
+/// reads and tracks each group's progress.
+///
+/// Threads: `append` may be called from many threads at once and must serialize internally. Each
+/// `cursor` (one consumer group's progress in this partition) is used by one consumer at a time;
+/// `pull`, `commit`, `release_batch` and `has_data` on different cursors run concurrently with each
+/// other and with appends. `open_cursor`, `has_group` and `remove_group` are serialized by the topic
+/// (group registration) but run concurrently with appends and with the other cursors' calls.
+///
+/// Requirements (every offset is the partition's own log position, in items or whatever unit the
+/// backend counts; the topic only hands back what `pull` returned):
+/// - `typename Partition::cursor`: a group's progress; the partition owns it, and its address stays
+///   valid until `remove_group` or the partition's destruction.
 /// - `append(source, appended)` stores `source.count` items in order and publishes them to readers;
 ///   `appended` counts the items stored so far, so a throwing copy or a storage error reports how
-///   much of the slice became visible.
-/// - `open_cursor(group)` returns the group's cursor, owned by the partition: the one it already has
-///   (a group opened again resumes from its committed position), or a new one.
-/// - `has_group(group)` says whether the partition holds a position for the group.
+///   much of the slice became visible. Throws `bufferqueue::error` (`errc::closed` after `close`,
+///   `errc::io_error`, ...). The topic wakes the partition's waiting consumers after it returns.
+/// - `open_cursor(group)` returns a reference to the group's cursor: the one the partition already
+///   holds for `group` (a group opened again, or known from disk, resumes from its committed
+///   position), or a new one at the partition's earliest readable position. May throw (the topic
+///   then removes the group from the partitions where this call created it).
+/// - `has_group(group)` (const) says whether the partition holds a position for the group.
 /// - `remove_group(group)` forgets the group and its cursor (no consumer uses it any more) and, for
-///   persistent storage, deletes its checkpoint; returns the items no longer held for any group
-///   (capacity the topic may give back). Removing an unknown group does nothing and returns 0.
+///   persistent storage, deletes its stored position; returns how many items appended through
+///   `append` are no longer held for any group (capacity a bounded topic gives back). Removing an
+///   unknown group does nothing and returns 0.
 /// - `pull(cursor, max_items)` returns up to `max_items` items from the cursor's committed position
-///   without the append lock; the span stays valid until `release_batch(cursor)`.
-/// - `commit(cursor, next_offset)` persists progress; it returns how many items stopped being held
-///   for every group (capacity the topic may give back).
-/// - `has_data(cursor)` says whether `pull` would return something now.
-/// - `close()` releases files and mappings; later appends fail with `errc::closed` and pulls return
-///   nothing. Called once the topic is closed, possibly while other threads still call in.
+///   and the position just after them; empty `items` when nothing is readable (or after `close`).
+///   The span stays valid until `release_batch(cursor)` or the next `pull` on the cursor. Must not
+///   wait for appends in progress longer than a short lock.
+/// - `commit(cursor, next_offset)` stores the group's progress (`next_offset` is what a `pull` on
+///   this cursor returned) and returns how many items appended through `append` stopped being held
+///   for every group (capacity a bounded topic gives back; items that arrived another way, for
+///   example from a broker, were never admitted and must not be counted). Throws on storage errors.
+/// - `release_batch(cursor)` (noexcept): the consumer no longer uses the span of its last pull.
+/// - `has_data(cursor)` (const, noexcept) says whether `pull` would return something now; called on
+///   the consumer's path before it waits, so it must not block.
+/// - `close()` (noexcept) releases files, mappings and connections; later appends fail with
+///   `errc::closed` and pulls return nothing. Called once, when the topic closes, possibly while
+///   other threads still call in.
+///
+/// Optional members the topic detects:
+/// - `void bind_waker(partition_waker waker) noexcept` (`wakeable_partition`): called once, when the
+///   partition joins its topic, with the waker of the consumers waiting on it. A partition whose
+///   records can arrive from outside (another process, a broker) calls `waker.notify()` after they
+///   become visible to `has_data` and `pull`, so a waiting `consume()` wakes up.
+/// - The statistics members of `storage_partition_statistics` below.
+///
+/// And the compile-time property `storage_traits<Partition>::blocking` above.
 // clang-format off
 template <class Partition, class T>
 concept storage_partition = requires(Partition& partition, const Partition& const_partition,
@@ -84,5 +129,39 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
     { partition.close() } noexcept;
 };
 // clang-format on
+
+/// A partition the topic can hand a `partition_waker` (see `storage_partition`).
+template <class Partition>
+concept wakeable_partition = requires(Partition& partition, partition_waker waker)
+{
+    {
+        partition.bind_waker(waker)
+    }
+    noexcept;
+};
+
+/// The statistics a partition reports, in items (not bytes); every member is noexcept, thread-safe
+/// and lock-free or a short lock:
+/// - `end_items()`: items ever appended to the partition (for persistent storage, across restarts);
+/// - `earliest_items()`: the index of the first item the partition still holds;
+/// - `committed_items(cursor)`: the group's committed position, as an item index (its lag is
+///   `end_items() - committed_items(cursor)`).
+/// Not yet required by `storage_partition`; the operations layer (issue 14) builds on it.
+template <class Partition>
+concept storage_partition_statistics = requires(const Partition& partition, const typename Partition::cursor& cursor)
+{
+    {
+        partition.end_items()
+    }
+    noexcept->std::same_as<std::uint64_t>;
+    {
+        partition.earliest_items()
+    }
+    noexcept->std::same_as<std::uint64_t>;
+    {
+        partition.committed_items(cursor)
+    }
+    noexcept->std::same_as<std::uint64_t>;
+};
 
 }  // namespace bufferqueue

@@ -7,6 +7,7 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "catch.hpp"

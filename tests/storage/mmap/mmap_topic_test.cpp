@@ -3,6 +3,7 @@
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "catch.hpp"

@@ -1,51 +1,70 @@
-// bufferqueue: in-memory topics.
+// bufferqueue: in-memory topics - their options and their `make_topic` (see
+// `buffer_queue::add_topic`).
 #pragma once
 
-#include "bufferqueue/topic/detail/basic_topic.hpp"
-#include "bufferqueue/storage/memory/detail/memory_partition.hpp"
-#include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/partition_key.hpp"
+#include "bufferqueue/storage/memory/detail/memory_partition.hpp"
+#include "bufferqueue/topic/option_checks.hpp"
+#include "bufferqueue/topic/partitioned_topic.hpp"
+#include "bufferqueue/topic/topic_context.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
 
 #include <cstddef>
 #include <memory>
+#include <optional>
 #include <string>
-#include <vector>
+#include <string_view>
+#include <utility>
 
 namespace bufferqueue {
 
-/// Limits shared by every topic kind.
-inline constexpr std::size_t max_partitions = 65536;
+/// Registration options of an in-memory topic of `T` (see `buffer_queue::add_topic`).
+/// Every field has a default; `name` must be set.
+template <class T>
+struct memory_topic_options {
+    /// Topic name, unique per item type. Must not be empty or only whitespace.
+    std::string name{};
+    /// Number of partitions, at least 1. Consumers per group cannot exceed it.
+    std::size_t partitions = 1;
+    /// Items per memory segment, at least 1. Batches never span segments, so a consumer batch is
+    /// at most this long.
+    std::size_t segment_size = 1024;
+    /// Topic-wide limit on items not yet committed by every group; empty means unbounded.
+    std::optional<std::size_t> bounded_capacity{};
+    /// Behaviour of `produce` when `bounded_capacity` is reached.
+    bufferqueue::full_mode full_mode = bufferqueue::full_mode::wait;
+    /// Optional key routing; round-robin when empty.
+    key_selector<T> partition_key{};
+    /// Producer lanes per partition, 0 (automatic, the default) or 1 to 64. Each producing thread
+    /// appends to a lane: with N > 1 lanes, the first N - 1 producing threads (numbered process-wide,
+    /// lowest free number first, reused after a thread exits) own a lane each and append without a
+    /// lock or any shared write, and all other threads share the last lane. A consumer reads a
+    /// partition lane by lane, so one thread's items keep their order, while items of different
+    /// threads interleave by batch rather than in the exact order they were appended. 1 keeps that
+    /// exact order (appends from different threads then contend for one lock). Automatic: 8 for a
+    /// topic without `partition_key` and with at least 2 partitions (where round-robin already
+    /// spreads one thread's items over partitions), otherwise 1, so keyed and single-partition
+    /// topics keep the order of appends. Lanes allocate their first segment on first use.
+    std::size_t producer_lanes = 0;
+};
 
 namespace detail {
-
-inline void require_option(bool valid, std::string_view kind, const std::string& topic, std::string_view option,
-                           const std::string& requirement)
-{
-    if (!valid) {
-        throw error(errc::invalid_argument,
-                    std::string(kind) + " topic '" + topic + "': option '" + std::string(option) + "' " + requirement);
-    }
-}
 
 /// Validates `options` and builds the topic. Throws `bufferqueue::error` naming the option at fault.
 template <class T>
 std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boost::asio::any_io_executor executor)
 {
     constexpr std::string_view kind = "memory";
-    require_option(!options.name.empty() && !only_whitespace(options.name), kind, options.name, "name",
-                   "must not be empty or only whitespace");
-    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
-                   "must be between 1 and " + std::to_string(max_partitions) + " (got " +
-                       std::to_string(options.partitions) + ")");
+    require_topic_name(kind, options.name);
+    require_partition_count(kind, options.name, options.partitions);
     constexpr std::size_t max_segment_size = std::size_t{1} << 24;
     require_option(options.segment_size >= 1 && options.segment_size <= max_segment_size, kind, options.name,
                    "segment_size",
                    "must be between 1 and " + std::to_string(max_segment_size) + " items (got " +
                        std::to_string(options.segment_size) + ")");
-    require_option(!options.bounded_capacity || *options.bounded_capacity >= 1, kind, options.name, "bounded_capacity",
-                   "must be at least 1 when set (got 0)");
-    require_option(options.full_mode == full_mode::wait || options.full_mode == full_mode::fail, kind, options.name,
-                   "full_mode", "must be full_mode::wait or full_mode::fail");
+    require_bounds(kind, options.name, options.bounded_capacity, options.full_mode);
 
     constexpr std::size_t max_producer_lanes = memory_partition<T>::max_lanes;
     require_option(options.producer_lanes <= max_producer_lanes, kind, options.name, "producer_lanes",
@@ -56,17 +75,28 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
                               : !options.partition_key && options.partitions >= 2 ? automatic_lanes
                                                                                   : 1;
 
-    using slot = partition_slot<memory_partition<T>>;
-    std::vector<std::unique_ptr<slot>> slots;
+    // The topic keeps a round-robin position per producer lane (`producer_lanes_of`).
+    topic_partitions<memory_partition<T>> partitions;
+    partitions.reserve(options.partitions);
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        slots.push_back(std::make_unique<slot>(options.segment_size, options.bounded_capacity.has_value(), lanes));
+        partitions.emplace_back(options.segment_size, options.bounded_capacity.has_value(), lanes);
     }
-    using topic_type = basic_topic<T, memory_partition<T>>;
-    typename topic_type::settings settings{std::move(options.name), std::move(options.partition_key),
-                                           options.bounded_capacity, options.full_mode, std::move(executor)};
-    settings.producer_lanes = lanes;
-    return std::make_shared<topic_type>(std::move(settings), std::move(slots));
+    return build_topic(topic_settings<T>{.name = std::move(options.name),
+                                         .partition_key = std::move(options.partition_key),
+                                         .bounded_capacity = options.bounded_capacity,
+                                         .full_mode = options.full_mode},
+                       std::move(partitions), std::move(executor), [] { return std::shared_ptr<io_pool>(); });
 }
 
 }  // namespace detail
+
+/// The `make_topic` of in-memory topics, found by `buffer_queue::add_topic`: validates `options` and
+/// builds the topic. Throws `bufferqueue::error` `errc::invalid_argument` naming the option at fault.
+/// Allocates; never blocks.
+template <class T>
+registered_topic make_topic(memory_topic_options<T> options, topic_context& context)
+{
+    return detail::registered_topic_access::make(detail::make_memory_topic(std::move(options), context.executor()));
+}
+
 }  // namespace bufferqueue

@@ -1,16 +1,19 @@
-// bufferqueue: persistent topics stored in memory-mapped segment files.
+// bufferqueue: persistent topics stored in memory-mapped segment files - their options and their
+// `make_topic` (see `buffer_queue::add_topic`).
 #pragma once
 
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/topic/detail/basic_topic.hpp"
+#include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/option_checks.hpp"
+#include "bufferqueue/topic/partitioned_topic.hpp"
+#include "bufferqueue/topic/topic_context.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -71,16 +74,15 @@ inline void validate_topic_folder_name(const std::string& name)
 /// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
 /// changes no file of any partition. Throws `bufferqueue::error`: `invalid_argument` naming the
 /// option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue
-/// holds the folder open).
+/// holds the folder open), `topic_exists` and `closed` (checked before the folder is locked).
 template <class T>
-std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::asio::any_io_executor executor,
-                                          std::shared_ptr<io_pool> blocking_pool)
+registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& context)
 {
+    // Checked before the folder is locked, so a duplicate is `topic_exists`, not a lock conflict.
+    context.require_unregistered<T>(options.name);
     constexpr std::string_view kind = "mmap";
     validate_topic_folder_name(options.name);
-    require_option(options.partitions >= 1 && options.partitions <= max_partitions, kind, options.name, "partitions",
-                   "must be between 1 and " + std::to_string(max_partitions) + " (got " +
-                       std::to_string(options.partitions) + ")");
+    require_partition_count(kind, options.name, options.partitions);
     require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
     require_option(is_valid_segment_size(options.segment_size), kind, options.name, "segment_size",
                    "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
@@ -110,7 +112,6 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
     }
 
     using partition_type = mmap_partition<T>;
-    using slot = partition_slot<partition_type>;
     std::vector<typename partition_type::settings> configurations;
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
         configurations.push_back(
@@ -132,24 +133,31 @@ std::shared_ptr<topic<T>> make_mmap_topic(mmap_topic_options<T> options, boost::
         apply_mmap_recovery(partition_type::partition_files(configurations[partition]), recovered[partition],
                             partition_type::reservation_chunk);
     }
-    std::vector<std::unique_ptr<slot>> slots;
+    topic_partitions<partition_type> partitions;
+    partitions.reserve(options.partitions);
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        slots.push_back(std::make_unique<slot>(std::move(configurations[partition]), std::move(recovered[partition])));
+        partitions.emplace_back(std::move(configurations[partition]), std::move(recovered[partition]));
     }
     // Only once every partition opened: a failed open changes no partition's segments.
-    for (const auto& each : slots) {
-        each->storage.retain_at_open();
+    for (std::size_t partition = 0; partition < partitions.size(); ++partition) {
+        partitions[partition].retain_at_open();
     }
-    using topic_type = basic_topic<T, partition_type>;
-    return std::make_shared<topic_type>(typename topic_type::settings{.name = std::move(options.name),
-                                                                      .partition_key = std::move(options.partition_key),
-                                                                      .bounded_capacity = std::nullopt,
-                                                                      .full_mode = full_mode::wait,
-                                                                      .executor = std::move(executor),
-                                                                      .resources = std::move(lock),
-                                                                      .blocking_pool = std::move(blocking_pool)},
-                                        std::move(slots));
+    return make_partitioned_topic(context,
+                                  topic_settings<T>{.name = std::move(options.name),
+                                                    .partition_key = std::move(options.partition_key),
+                                                    .bounded_capacity = std::nullopt,
+                                                    .full_mode = full_mode::wait,
+                                                    .resources = std::move(lock)},
+                                  std::move(partitions));
 }
 
 }  // namespace detail
+
+/// The `make_topic` of persistent topics, found by `buffer_queue::add_topic`; see
+/// `detail::make_mmap_topic` for what it does and throws. Does file I/O.
+template <class T>
+registered_topic make_topic(mmap_topic_options<T> options, topic_context& context)
+{
+    return detail::make_mmap_topic(std::move(options), context);
+}
 }  // namespace bufferqueue

@@ -1,15 +1,17 @@
 // Internal: the typed topic - routing, bounded admission and consumer groups over storage partitions.
 #pragma once
 
-#include "bufferqueue/topic/detail/capacity_gate.hpp"
-#include "bufferqueue/topic/detail/group_cursors.hpp"
-#include "bufferqueue/detail/partition_signal.hpp"
-#include "bufferqueue/topic/detail/produce_waiter.hpp"
 #include "bufferqueue/consumer/detail/shared_consumer.hpp"
+#include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/detail/capacity_gate.hpp"
+#include "bufferqueue/topic/detail/group_cursors.hpp"
+#include "bufferqueue/topic/detail/partition_slot.hpp"
+#include "bufferqueue/topic/detail/produce_waiter.hpp"
+#include "bufferqueue/topic/detail/router.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -26,21 +28,9 @@
 
 namespace bufferqueue::detail {
 
-/// One partition of a topic: its storage and the consumers waiting on it.
-template <class Partition>
-struct partition_slot {
-    template <class... Arguments>
-    explicit partition_slot(Arguments&&... arguments) : storage(std::forward<Arguments>(arguments)...)
-    {
-    }
-
-    Partition storage;
-    partition_signal signal;
-};
-
-/// A typed topic over any `storage_partition`. Routing is per item: round-robin advances once per
-/// item (also inside a batch), a key selector sends equal keys to one partition in input order.
-/// A bounded topic admits a batch whole before routing it, so a failed admission neither
+/// A typed topic over any `storage_partition`. Routing (topic_router, router.hpp) is per item:
+/// round-robin advances once per item (also inside a batch), a key selector sends equal keys to one
+/// partition in input order. A bounded topic admits a batch whole before routing it, so a failed admission neither
 /// advances round-robin selection nor holds capacity. Admission is FIFO: while producers wait
 /// for room, nobody takes room ahead of them. A waiting produce stores its later slices in the
 /// lane, and with the round-robin position, of the thread that started it, whichever thread
@@ -71,8 +61,7 @@ public:
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
           executor_(std::move(configuration.executor)), slots_(std::move(slots)),
           resources_(std::move(configuration.resources)), blocking_pool_(std::move(configuration.blocking_pool)),
-          producer_lanes_(configuration.producer_lanes),
-          round_robin_(std::make_unique<round_robin_position[]>(configuration.producer_lanes))
+          router_(slots_, configuration.producer_lanes, configuration.bounded_capacity.has_value())
     {
         if (configuration.bounded_capacity) {
             gate_.emplace(*configuration.bounded_capacity);
@@ -267,105 +256,10 @@ private:
     {
         std::size_t stored = 0;
         try {
-            if (partitions != nullptr) {
-                append_by_key(items, partitions, stored, producer);
-            } else {
-                append_round_robin(items, stored, producer);
-            }
+            router_.route(items, partitions, stored, producer);
         } catch (...) {
             release_capacity(items.size() - stored);
             throw;
-        }
-    }
-
-    void append_to(std::size_t partition, const item_source<T>& source, std::size_t& stored)
-    {
-        slot_type& slot = *slots_[partition];
-        std::size_t appended = 0;
-        try {
-            slot.storage.append(source, appended);
-        } catch (...) {
-            stored += appended;
-            if (appended != 0) {
-                slot.signal.notify();
-            }
-            throw;
-        }
-        stored += appended;
-        slot.signal.notify();
-    }
-
-    // Every producer lane advances its own position, so threads with lanes of their own never
-    // write a location another producer writes. An owned lane of an unbounded topic keeps the next
-    // partition itself (no read-modify-write, no division for a single item); the shared lane, and
-    // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
-    // running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer)
-    {
-        const std::size_t partitions = slots_.size();
-        const std::size_t lane = producer == item_source<T>::calling_thread
-                                     ? producer_lane(producer_lanes_)
-                                     : producer_lane_of(producer, producer_lanes_);
-        std::atomic<std::uint64_t>& position = round_robin_[lane].next;
-        std::uint64_t first = 0;
-        if (lane + 1 < producer_lanes_ && !gate_) {
-            first = position.load(std::memory_order_relaxed);
-            std::uint64_t next = first + items.size();
-            if (next >= partitions) {
-                next = items.size() == 1 ? 0 : next % partitions;  // a single item wraps without a division
-            }
-            position.store(next, std::memory_order_relaxed);
-        } else {
-            first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
-        }
-        if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
-            return;
-        }
-        // Each thread visits the partitions of its batch from its own starting point, so concurrent
-        // batches fill different partitions at once instead of queueing on the same lock in turn.
-        const std::size_t touched = std::min(partitions, items.size());
-        const std::size_t start = producer_thread_number() % touched;
-        for (std::size_t visit = 0; visit < touched; ++visit) {
-            const std::size_t step = (start + visit) % touched;
-            const auto partition = static_cast<std::size_t>((first + step) % partitions);
-            const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer}, stored);
-        }
-    }
-
-    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
-                       std::size_t producer)
-    {
-        if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
-            return;
-        }
-        // Counting sort of item indices by partition, in reusable per-thread buffers.
-        thread_local std::vector<std::uint32_t> order;
-        thread_local std::vector<std::size_t> starts;
-        const std::size_t partition_total = slots_.size();
-        starts.assign(partition_total + 1, 0);
-        for (std::size_t i = 0; i < items.size(); ++i) {
-            ++starts[partitions[i] + 1];
-        }
-        for (std::size_t partition = 0; partition < partition_total; ++partition) {
-            starts[partition + 1] += starts[partition];
-        }
-        order.resize(items.size());
-        {
-            thread_local std::vector<std::size_t> next;
-            next.assign(starts.begin(), starts.end() - 1);
-            for (std::size_t i = 0; i < items.size(); ++i) {
-                order[next[partitions[i]]++] = static_cast<std::uint32_t>(i);
-            }
-        }
-        for (std::size_t partition = 0; partition < partition_total; ++partition) {
-            const std::size_t count = starts[partition + 1] - starts[partition];
-            if (count != 0) {
-                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer},
-                          stored);
-            }
         }
     }
 
@@ -378,12 +272,7 @@ private:
     std::optional<capacity_gate> gate_;
     std::shared_ptr<void> resources_;               // released by close()
     const std::shared_ptr<io_pool> blocking_pool_;  // shared with the queue and its other topics
-
-    struct round_robin_position {
-        alignas(64) std::atomic<std::uint64_t> next{0};
-    };
-    const std::size_t producer_lanes_;
-    const std::unique_ptr<round_robin_position[]> round_robin_;
+    topic_router<T, Partition> router_;             // over slots_
     alignas(64) std::atomic<bool> closed_{false};
 
     std::mutex groups_mutex_;  // registration only, never on a data path

@@ -183,3 +183,14 @@ private:
 static_assert(storage_partition<mmap_partition<std::string>, std::string>);
 
 }  // namespace bufferqueue::detail
+
+namespace bufferqueue {
+
+/// Persistent partitions do file I/O (msync, fsync, rename): their topics' asynchronous operations
+/// run it on the queue's blocking pool.
+template <class T>
+struct storage_traits<detail::mmap_partition<T>> {
+    static constexpr bool blocking = true;
+};
+
+}  // namespace bufferqueue

@@ -1,0 +1,170 @@
+// Internal: routing - which partition each produced item goes to, and the append that stores it
+// and wakes the partition's consumers.
+#pragma once
+
+#include "bufferqueue/detail/thread_number.hpp"
+#include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/detail/partition_slot.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// The round-robin lanes a topic over `slots` keeps: one per producer lane of a partition that has
+/// producer lanes (`lane_count()`, the memory partition), else 1.
+template <class Partition>
+std::size_t producer_lanes_of(const std::vector<std::unique_ptr<partition_slot<Partition>>>& slots) noexcept
+{
+    if constexpr (requires(const Partition& partition) {
+                      {
+                          partition.lane_count()
+                      }
+                      noexcept->std::convertible_to<std::size_t>;
+                  }) {
+        return slots.empty() ? 1 : std::max<std::size_t>(1, slots.front()->storage.lane_count());
+    } else {
+        return 1;
+    }
+}
+
+/// Routes admitted items to a topic's partitions and appends them, waking each partition's
+/// consumers after its append. Routing is per item: round-robin advances once per item (also
+/// inside a batch), key routing sends each item to the partition the caller computed for it, in
+/// input order. Every producer lane has its own round-robin position (see `producer_lane`).
+/// Thread-safe; the slots must outlive the router.
+template <class T, class Partition>
+class topic_router {
+public:
+    using slot_type = partition_slot<Partition>;
+
+    /// `bounded`: the topic admits items against a capacity, so a waiting produce may continue its
+    /// round-robin run on another thread (no lane is then written by its owner only).
+    topic_router(std::span<const std::unique_ptr<slot_type>> slots, std::size_t producer_lanes, bool bounded)
+        : slots_(slots), producer_lanes_(producer_lanes), bounded_(bounded),
+          round_robin_(std::make_unique<round_robin_position[]>(producer_lanes))
+    {
+    }
+
+    /// Stores `items` (their room, if bounded, already reserved) in the lane of the producing thread
+    /// `producer` (a `producer_thread_number`; `calling_thread`: this one); `partitions` holds each
+    /// item's key partition, or is null for round-robin. `stored` counts the items stored so far,
+    /// also when an append throws.
+    void route(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t producer)
+    {
+        if (partitions != nullptr) {
+            append_by_key(items, partitions, stored, producer);
+        } else {
+            append_round_robin(items, stored, producer);
+        }
+    }
+
+private:
+    void append_to(std::size_t partition, const item_source<T>& source, std::size_t& stored)
+    {
+        slot_type& slot = *slots_[partition];
+        std::size_t appended = 0;
+        try {
+            slot.storage.append(source, appended);
+        } catch (...) {
+            stored += appended;
+            if (appended != 0) {
+                slot.signal.notify();
+            }
+            throw;
+        }
+        stored += appended;
+        slot.signal.notify();
+    }
+
+    // Every producer lane advances its own position, so threads with lanes of their own never
+    // write a location another producer writes. An owned lane of an unbounded topic keeps the next
+    // partition itself (no read-modify-write, no division for a single item); the shared lane, and
+    // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
+    // running count.
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer)
+    {
+        const std::size_t partitions = slots_.size();
+        const std::size_t lane = producer == item_source<T>::calling_thread
+                                     ? producer_lane(producer_lanes_)
+                                     : producer_lane_of(producer, producer_lanes_);
+        std::atomic<std::uint64_t>& position = round_robin_[lane].next;
+        std::uint64_t first = 0;
+        if (lane + 1 < producer_lanes_ && !bounded_) {
+            first = position.load(std::memory_order_relaxed);
+            std::uint64_t next = first + items.size();
+            if (next >= partitions) {
+                next = items.size() == 1 ? 0 : next % partitions;  // a single item wraps without a division
+            }
+            position.store(next, std::memory_order_relaxed);
+        } else {
+            first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
+        }
+        if (items.size() == 1) {
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
+            return;
+        }
+        // Each thread visits the partitions of its batch from its own starting point, so concurrent
+        // batches fill different partitions at once instead of queueing on the same lock in turn.
+        const std::size_t touched = std::min(partitions, items.size());
+        const std::size_t start = producer_thread_number() % touched;
+        for (std::size_t visit = 0; visit < touched; ++visit) {
+            const std::size_t step = (start + visit) % touched;
+            const auto partition = static_cast<std::size_t>((first + step) % partitions);
+            const std::size_t count = (items.size() - step + partitions - 1) / partitions;
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer}, stored);
+        }
+    }
+
+    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
+                       std::size_t producer)
+    {
+        if (items.size() == 1) {
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
+            return;
+        }
+        // Counting sort of item indices by partition, in reusable per-thread buffers.
+        thread_local std::vector<std::uint32_t> order;
+        thread_local std::vector<std::size_t> starts;
+        const std::size_t partition_total = slots_.size();
+        starts.assign(partition_total + 1, 0);
+        for (std::size_t i = 0; i < items.size(); ++i) {
+            ++starts[partitions[i] + 1];
+        }
+        for (std::size_t partition = 0; partition < partition_total; ++partition) {
+            starts[partition + 1] += starts[partition];
+        }
+        order.resize(items.size());
+        {
+            thread_local std::vector<std::size_t> next;
+            next.assign(starts.begin(), starts.end() - 1);
+            for (std::size_t i = 0; i < items.size(); ++i) {
+                order[next[partitions[i]]++] = static_cast<std::uint32_t>(i);
+            }
+        }
+        for (std::size_t partition = 0; partition < partition_total; ++partition) {
+            const std::size_t count = starts[partition + 1] - starts[partition];
+            if (count != 0) {
+                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer},
+                          stored);
+            }
+        }
+    }
+
+    struct round_robin_position {
+        alignas(64) std::atomic<std::uint64_t> next{0};
+    };
+
+    const std::span<const std::unique_ptr<slot_type>> slots_;  // owned by the topic
+    const std::size_t producer_lanes_;
+    const bool bounded_;
+    const std::unique_ptr<round_robin_position[]> round_robin_;
+};
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,35 @@
+// The conformance fixture of the test backend (tests/storage/test_backend/test_backend.hpp), in the
+// shape every backend's fixture has (tests/conformance/): the suite registers its topics through
+// `add_topic` and reads the backend's properties from the constants.
+#pragma once
+
+#include "bufferqueue/buffer_queue.hpp"
+#include "storage/test_backend/test_backend.hpp"
+
+#include <string_view>
+
+namespace bufferqueue_test_backend {
+
+struct test_backend_fixture {
+    static constexpr std::string_view name = "test_backend";
+    /// Records live in the partitions, which a new buffer_queue does not reopen.
+    static constexpr bool persistent = false;
+    /// Supports bounded_capacity and full_mode.
+    static constexpr bool bounded = true;
+
+    test_backend_fixture() = default;
+
+    /// Registers the suite's topic `spec` (a `conformance_topic<T>`, or anything with its fields:
+    /// name, partitions, partition_key, bounded_capacity, full_mode) on `queue`.
+    template <class T, template <class> class Spec>
+    void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
+    {
+        queue.add_topic(test_backend_topic_options<T>{.name = spec.name,
+                                                      .partitions = spec.partitions,
+                                                      .bounded_capacity = spec.bounded_capacity,
+                                                      .full_mode = spec.full_mode,
+                                                      .partition_key = spec.partition_key});
+    }
+};
+
+}  // namespace bufferqueue_test_backend
