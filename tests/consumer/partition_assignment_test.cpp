@@ -273,6 +273,30 @@ TEST_CASE("partition assignment: closing the holder of a revoked partition hands
     CHECK(values_of(*delivered) == std::vector<int>{1});
 }
 
+TEST_CASE("partition assignment: a partition revoked from the consumer waiting for it goes to nobody",
+          "[consumer][memory]")
+{
+    asio::io_context io;
+    const auto topic = keyed_int_topic(io, 2);
+    auto consumers = consumers_of(*topic, 2, false);
+    bq::producer<int> producer(topic);
+    REQUIRE(producer.try_produce(std::vector<int>{0, 2}));  // partition 0
+    REQUIRE(consumers[0].try_consume().has_value());
+
+    assign(*topic, 1, {0});                               // consumer 0 holds a batch of it: handed over later
+    revoke(*topic, 1, {0});                               // ... but not to consumer 1 any more
+    CHECK_FALSE(consumers[0].try_consume().has_value());  // lets go of partition 0
+    CHECK(consumers[0].partitions().empty());
+    CHECK(consumers[1].partitions() == partitions{1});
+    CHECK_FALSE(consumers[1].try_consume().has_value());
+
+    assign(*topic, 1, {0});  // free now: taken at once, from the uncommitted position
+    CHECK(consumers[1].partitions() == partitions{0, 1});
+    const auto delivered = consumers[1].try_consume();
+    REQUIRE(delivered.has_value());
+    CHECK(values_of(*delivered) == std::vector<int>{0, 2});
+}
+
 TEST_CASE("partition assignment: a revoke that is assigned back before the consumer lets go keeps the partition",
           "[consumer][memory]")
 {

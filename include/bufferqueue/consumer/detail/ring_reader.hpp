@@ -37,6 +37,8 @@ public:
 
     /// From now on released partitions are reported to the membership (see `consumer_membership`).
     void start_reporting() noexcept { reporting_ = true; }
+    /// The consumer detached: nothing more is reported (the group may be reopened under its index).
+    void stop_reporting() noexcept { reporting_ = false; }
 
     const std::string& group() const noexcept { return group_; }
     bool auto_commit() const noexcept { return auto_commit_; }

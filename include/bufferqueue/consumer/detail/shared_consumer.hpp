@@ -4,6 +4,7 @@
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
 #include "bufferqueue/consumer/detail/last_error.hpp"
+#include "bufferqueue/consumer/detail/parked_consume.hpp"
 #include "bufferqueue/consumer/detail/ring_reader.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/process_barrier.hpp"
@@ -72,13 +73,8 @@ public:
         if (is_closed()) {
             return {make_error_code(errc::closed), {}};
         }
-        {
-            // Under the lock with the reset, so a `cancel()` that sees this operation busy is never lost.
-            std::lock_guard lock(mutex_);
-            if (busy_.exchange(true, std::memory_order_acquire)) {
-                return {make_error_code(busy_error()), {}};
-            }
-            cancel_requested_ = false;
+        if (!parked_.begin_operation(busy_)) {
+            return {make_error_code(busy_error()), {}};
         }
         if (is_closed()) {
             end_operation(false);
@@ -134,13 +130,7 @@ public:
 
     void close() noexcept override
     {
-        completion_ptr aborted;
-        {
-            std::lock_guard lock(mutex_);
-            closed_.store(true, std::memory_order_seq_cst);
-            aborted = std::move(pending_);
-        }
-        if (aborted) {
+        if (completion_ptr aborted = parked_.close()) {
             unregister();
             finish(std::move(aborted), boost::asio::error::operation_aborted, {}, delivery::post);
         }
@@ -179,7 +169,7 @@ public:
     /// True once the consumer or its topic is closed.
     bool is_closed() const noexcept
     {
-        return closed_.load(std::memory_order_acquire) || context_.topic_closed->load(std::memory_order_acquire);
+        return parked_.closed() || context_.topic_closed->load(std::memory_order_acquire);
     }
 
     /// The latest set published for this consumer. Thread-safe.
@@ -208,7 +198,7 @@ public:
     }
 
 private:
-    using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>>;
+    using completion_ptr = typename parked_consume<T>::completion_ptr;
     using entry = partition_assignment<Partition>;
 
     /// How a finished operation reaches its handler.
@@ -221,10 +211,7 @@ private:
     void park(completion_ptr completion, delivery how)
     {
         for (;;) {
-            {
-                std::lock_guard lock(mutex_);
-                notified_ = false;
-            }
+            parked_.prepare();
             reader_.adopt_if_reassigned();  // the signals registered with are always those of the current set
             for (const entry& each : reader_.current().entries()) {
                 each.signal->add(*this);
@@ -234,16 +221,11 @@ private:
             for (const entry& each : reader_.current().entries()) {
                 retry = retry || each.storage->has_data(*each.cursor);
             }
-            if (!retry) {
-                std::lock_guard lock(mutex_);
-                if (!notified_ && !cancel_requested_ && !closed_.load(std::memory_order_relaxed) &&
-                    !reader_.assignment().reassigned()) {
-                    pending_ = std::move(completion);
-                    return;
-                }
+            if (parked_.park(completion, retry || reader_.assignment().reassigned())) {
+                return;
             }
             unregister();
-            if (is_closed() || cancellation_requested()) {
+            if (is_closed() || parked_.cancel_requested()) {
                 finish(std::move(completion), boost::asio::error::operation_aborted, {}, how);
                 return;
             }
@@ -261,7 +243,7 @@ private:
     void resume(completion_ptr completion)
     {
         unregister();
-        if (is_closed() || cancellation_requested()) {
+        if (is_closed() || parked_.cancel_requested()) {
             finish(std::move(completion), boost::asio::error::operation_aborted, {}, delivery::dispatch);
             return;
         }
@@ -276,27 +258,18 @@ private:
 
     std::shared_ptr<data_waiter> data_arrived() noexcept override
     {
-        std::lock_guard lock(mutex_);
-        notified_ = true;
-        if (!pending_) {
-            return nullptr;
-        }
-        auto self = this->weak_from_this().lock();
-        if (!self) {
-            return nullptr;
-        }
-        claimed_ = std::move(pending_);
-        return std::shared_ptr<data_waiter>(std::move(self), static_cast<data_waiter*>(this));
+        return parked_.arrive([this]() -> std::shared_ptr<data_waiter> {
+            auto self = this->weak_from_this().lock();
+            if (!self) {
+                return nullptr;
+            }
+            return std::shared_ptr<data_waiter>(std::move(self), static_cast<data_waiter*>(this));
+        });
     }
 
     void wake() noexcept override
     {
-        completion_ptr resumed;
-        {
-            std::lock_guard lock(mutex_);
-            resumed = std::move(claimed_);
-        }
-        if (resumed) {
+        if (completion_ptr resumed = parked_.take_claimed()) {
             // The pull (and an auto-commit's file I/O) runs where the runner allows blocking. The
             // posted resumption counts as work itself and `resumed` keeps its own: untracked, the post
             // spares the shared work counter two atomic updates.
@@ -315,25 +288,10 @@ private:
     // for it, so nothing is lost or delivered twice. With no consume in progress it does nothing.
     void cancel_wait() noexcept
     {
-        completion_ptr cancelled;
-        {
-            std::lock_guard lock(mutex_);
-            if (!busy_.load(std::memory_order_acquire)) {
-                return;
-            }
-            cancel_requested_ = true;
-            cancelled = std::move(pending_);
-        }
-        if (cancelled) {
+        if (completion_ptr cancelled = parked_.cancel(busy_)) {
             unregister();
             finish(std::move(cancelled), boost::asio::error::operation_aborted, {}, delivery::post);
         }
-    }
-
-    bool cancellation_requested() noexcept
-    {
-        std::lock_guard lock(mutex_);
-        return cancel_requested_;
     }
 
     void unregister() noexcept
@@ -371,7 +329,7 @@ private:
     void end_operation(bool handed_out_batch) noexcept
     {
         busy_.store(false, std::memory_order_seq_cst);
-        if (!handed_out_batch && closed_.load(std::memory_order_seq_cst)) {
+        if (!handed_out_batch && parked_.closed(std::memory_order_seq_cst)) {
             detach_if_idle();
         }
         while (reader_.assignment().reassigned() && !busy_.exchange(true, std::memory_order_seq_cst)) {
@@ -405,6 +363,7 @@ private:
             return;
         }
         reader_.release_held_batch();
+        reader_.stop_reporting();
         if (counted_ && context_.membership != nullptr) {
             context_.membership->consumer_released(reader_.group(), context_.index);
         }
@@ -420,12 +379,7 @@ private:
     std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
     last_error_record last_error_;
 
-    mutable spin_mutex mutex_;
-    completion_ptr pending_;           // guarded by mutex_
-    completion_ptr claimed_;           // guarded by mutex_: taken from pending_ by a wake-up until it is posted
-    bool notified_ = false;            // guarded by mutex_
-    bool cancel_requested_ = false;    // guarded by mutex_
-    std::atomic<bool> closed_{false};  // written under mutex_
+    parked_consume<T> parked_;  // thread-safe
 };
 
 }  // namespace bufferqueue::detail

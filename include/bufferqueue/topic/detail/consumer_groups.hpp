@@ -210,7 +210,8 @@ public:
         hand_over(state, work, alive);
     }
 
-    /// See `topic::revoke_partitions`. Partitions the consumer does not own are skipped.
+    /// See `topic::revoke_partitions`. Partitions the consumer does not own are skipped; one it was
+    /// to receive once another consumer let go of it is not handed to it.
     void revoke(const std::string& topic, const std::string& group, std::size_t consumer,
                 std::span<const std::size_t> partitions)
     {
@@ -220,6 +221,9 @@ public:
         std::vector<std::size_t> removed;
         for (const std::size_t partition : partitions) {
             partition_owner& owner = state.owners[partition];
+            if (owner.next_owner == consumer) {
+                owner.next_owner = none;  // it was to get the partition once its holder let go
+            }
             if (owner.owner == consumer && !owner.releasing) {
                 owner.releasing = true;
                 owner.next_owner = none;
