@@ -18,7 +18,8 @@
 
 namespace bufferqueue {
 
-/// One consumer of a consumer group: it owns a fixed, contiguous share of the topic's partitions
+/// One consumer of a consumer group: it owns a contiguous share of the topic's partitions (fixed,
+/// unless a backend's group protocol assigns and revokes partitions; see docs/consumer-model.md)
 /// and scans them as a ring (one pull per readable partition per rotation). Move-only; destroying
 /// or closing it aborts a pending `consume()` with `boost::asio::error::operation_aborted`.
 ///
