@@ -24,6 +24,8 @@ public:
         case errc::corrupt_data: return "corrupt data";
         case errc::io_error: return "I/O error";
         case errc::group_in_use: return "a consumer of the group is still open";
+        case errc::partition_revoked:
+            return "the partition of the delivered batch was revoked from this consumer; nothing was committed";
         }
         return "unknown bufferqueue error";
     }

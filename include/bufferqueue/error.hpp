@@ -29,6 +29,8 @@ enum class errc : int {
     corrupt_data,           ///< persisted data or a checkpoint failed validation
     io_error,               ///< the operating system reported an I/O failure (disk full, EIO, ...)
     group_in_use,           ///< `remove_group` while a consumer of the group is still open
+    partition_revoked,      ///< `commit()` of a batch whose partition was revoked from the consumer since
+                            ///< it was delivered (nothing is committed; the next owner gets the records)
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.

@@ -3,8 +3,8 @@
 
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <concepts>
 #include <cstdint>
@@ -84,13 +84,11 @@ public:
     {
         // Keyless topics never touch the thread's key buffer (a thread-local with a guarded initialization).
         const std::uint32_t* partitions = topic_->partition_key() ? route(items, reusable_partitions()) : nullptr;
-        switch (topic_->produce_now(items, partitions, false)) {
-        case detail::produce_outcome::done: return true;
-        case detail::produce_outcome::closed: throw_closed();
-        case detail::produce_outcome::no_room:
-        case detail::produce_outcome::must_wait: break;
+        const detail::produce_outcome outcome = topic_->produce_now(items, partitions, false);
+        if (outcome == detail::produce_outcome::closed) {
+            throw_closed();
         }
-        return false;
+        return outcome == detail::produce_outcome::done;
     }
 
     /// Copies an input range once, then behaves as the span overload.
@@ -114,7 +112,7 @@ public:
             partition = route_one(key, item);
         }
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce_one{stop_}, token, topic_, item, partition);
+            initiate_produce_one{}, token, topic_, item, partition, stop_);
     }
 
     /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
@@ -129,7 +127,7 @@ public:
         std::vector<std::uint32_t> partitions;
         route(items, partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{stop_}, token, topic_, std::vector<T>(), items, std::move(partitions));
+            initiate_produce{}, token, topic_, std::vector<T>(), items, std::move(partitions), stop_);
     }
 
     /// Takes ownership of a vector, so a temporary batch is safe with any completion token (the span
@@ -140,7 +138,7 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(items), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{stop_}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions));
+            initiate_produce{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions), stop_);
     }
 
     /// Copies any input range once (the counterpart of the seed's IEnumerable overloads), then
@@ -155,108 +153,102 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(copied), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{stop_}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions));
+            initiate_produce{}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions), stop_);
     }
 
 private:
-    struct initiate_produce_one {
+    // One produce, whatever the storage: the topic's runner stores it where blocking is allowed
+    // (inline for memory, on the I/O pool for mmap) and completes it, or parks it to wait for room.
+    struct produce_step {
+        std::shared_ptr<detail::topic<T>> topic;
+        std::vector<T> owned;  // the items when the operation owns them, else empty
+        std::span<const T> items;
+        std::vector<std::uint32_t> partitions;  // each item's key partition, or empty (round-robin)
         std::stop_token stop;
 
+        // Stores what fits now; nothing when the produce must wait for room instead.
+        std::optional<std::tuple<boost::system::error_code>> attempt()
+        {
+            const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
+            try {
+                const detail::produce_outcome outcome =
+                    topic->produce_now(input, partitions.empty() ? nullptr : partitions.data(), true);
+                if (outcome == detail::produce_outcome::must_wait) {
+                    return std::nullopt;
+                }
+                return std::tuple(detail::produce_error(outcome));
+            } catch (...) {
+                // A storage failure (errc::io_error), or T's copy constructor threw.
+                return std::tuple(detail::current_exception_code(errc::invalid_argument));
+            }
+        }
+
+        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
+        {
+            detail::topic<T>& target = *topic;
+            target.produce_waiting(std::make_unique<detail::produce_operation<T>>(
+                std::move(completion), std::move(owned), items, std::move(partitions), std::move(stop)));
+        }
+    };
+
+    // A single item: the step owns it only when it has to wait, so a produce that stores at once
+    // allocates nothing.
+    struct produce_one_step {
+        std::shared_ptr<detail::topic<T>> topic;
+        T item;
+        std::optional<std::uint32_t> partition;
+        std::stop_token stop;
+
+        std::optional<std::tuple<boost::system::error_code>> attempt()
+        {
+            try {
+                const detail::produce_outcome outcome =
+                    topic->produce_now(std::span<const T>(&item, 1), partition ? &*partition : nullptr, true);
+                if (outcome == detail::produce_outcome::must_wait) {
+                    return std::nullopt;
+                }
+                return std::tuple(detail::produce_error(outcome));
+            } catch (...) {
+                return std::tuple(detail::current_exception_code(errc::invalid_argument));
+            }
+        }
+
+        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
+        {
+            std::vector<T> owned;
+            owned.push_back(std::move(item));
+            std::vector<std::uint32_t> partitions;
+            if (partition) {
+                partitions.push_back(*partition);
+            }
+            produce_step{std::move(topic), std::move(owned), {}, std::move(partitions), std::move(stop)}.wait(
+                std::move(completion));
+        }
+    };
+
+    struct initiate_produce_one {
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
-                        std::optional<std::uint32_t> partition) const
+                        std::optional<std::uint32_t> partition, std::stop_token stop) const
         {
-            if (detail::io_pool* pool = topic->blocking_pool()) {
-                detail::complete_after_blocking_work(std::forward<Handler>(handler), topic->executor(), *pool,
-                                                     [topic, item = std::move(item), partition] {
-                                                         return store_now(*topic, std::span<const T>(&item, 1),
-                                                                          partition ? &*partition : nullptr);
-                                                     });
-                return;
-            }
-            const std::span<const T> input(&item, 1);
-            if (run(handler, topic, input, partition ? &*partition : nullptr)) {
-                std::vector<T> owned;
-                owned.push_back(std::move(item));
-                std::vector<std::uint32_t> partitions;
-                if (partition) {
-                    partitions.push_back(*partition);
-                }
-                wait(std::forward<Handler>(handler), topic, std::move(owned), {}, std::move(partitions), stop);
-            }
+            const detail::topic<T>& target = *topic;
+            target.runner().template start<boost::system::error_code>(
+                std::forward<Handler>(handler), target.executor(),
+                produce_one_step{std::move(topic), std::move(item), partition, std::move(stop)});
         }
     };
 
     struct initiate_produce {
-        std::stop_token stop;
-
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
-                        std::span<const T> items, std::vector<std::uint32_t> partitions) const
+                        std::span<const T> items, std::vector<std::uint32_t> partitions, std::stop_token stop) const
         {
-            if (detail::io_pool* pool = topic->blocking_pool()) {
-                detail::complete_after_blocking_work(
-                    std::forward<Handler>(handler), topic->executor(), *pool,
-                    [topic, owned = std::move(owned), items, partitions = std::move(partitions)] {
-                        const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
-                        return store_now(*topic, input, partitions.empty() ? nullptr : partitions.data());
-                    });
-                return;
-            }
-            const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
-            if (run(handler, topic, input, partitions.empty() ? nullptr : partitions.data())) {
-                wait(std::forward<Handler>(handler), topic, std::move(owned), items, std::move(partitions), stop);
-            }
+            const detail::topic<T>& target = *topic;
+            target.runner().template start<boost::system::error_code>(
+                std::forward<Handler>(handler), target.executor(),
+                produce_step{std::move(topic), std::move(owned), items, std::move(partitions), std::move(stop)});
         }
     };
-
-    // Stores everything now, for storage that never waits for room (persistent topics).
-    static boost::system::error_code store_now(detail::topic<T>& topic, std::span<const T> input,
-                                               const std::uint32_t* partitions)
-    {
-        try {
-            switch (topic.produce_now(input, partitions, false)) {
-            case detail::produce_outcome::done: return {};
-            case detail::produce_outcome::closed: return errc::closed;
-            case detail::produce_outcome::no_room:
-            case detail::produce_outcome::must_wait: return errc::queue_full;
-            }
-        } catch (...) {
-            return detail::current_exception_code(errc::invalid_argument);
-        }
-        return {};
-    }
-
-    // Stores what fits now and completes; true when the operation must wait for room instead.
-    template <class Handler>
-    static bool run(Handler& handler, const std::shared_ptr<detail::topic<T>>& topic, std::span<const T> input,
-                    const std::uint32_t* partitions)
-    {
-        boost::system::error_code result;
-        try {
-            switch (topic->produce_now(input, partitions, true)) {
-            case detail::produce_outcome::done: break;
-            case detail::produce_outcome::closed: result = errc::closed; break;
-            case detail::produce_outcome::no_room: result = errc::queue_full; break;
-            case detail::produce_outcome::must_wait: return true;
-            }
-        } catch (...) {
-            // A storage failure (errc::io_error), or T's copy constructor threw.
-            result = detail::current_exception_code(errc::invalid_argument);
-        }
-        detail::post_completion(std::move(handler), topic->executor(), result);
-        return false;
-    }
-
-    template <class Handler>
-    static void wait(Handler&& handler, const std::shared_ptr<detail::topic<T>>& topic, std::vector<T> owned,
-                     std::span<const T> items, std::vector<std::uint32_t> partitions, const std::stop_token& stop)
-    {
-        topic->produce_waiting(
-            std::make_unique<detail::produce_operation<T>>(detail::make_pending_completion<boost::system::error_code>(
-                                                               std::forward<Handler>(handler), topic->executor()),
-                                                           std::move(owned), items, std::move(partitions), stop));
-    }
 
     template <class Range>
     static std::vector<T> materialize(Range&& items)

@@ -4,20 +4,22 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <cstddef>
 #include <memory>
 #include <optional>
 #include <string>
+#include <tuple>
 #include <utility>
 #include <vector>
 
 namespace bufferqueue {
 
-/// One consumer of a consumer group: it owns a fixed, contiguous share of the topic's partitions
+/// One consumer of a consumer group: it owns a contiguous share of the topic's partitions (fixed,
+/// unless a backend's group protocol assigns and revokes partitions; see docs/consumer-model.md)
 /// and scans them as a ring (one pull per readable partition per rotation). Move-only; destroying
 /// or closing it aborts a pending `consume()` with `boost::asio::error::operation_aborted`.
 ///
@@ -86,7 +88,9 @@ public:
     /// Commits the most recently delivered batch (manual commit). Signature
     /// `void(boost::system::error_code)`; errors: `errc::auto_commit_enabled`,
     /// `errc::nothing_to_commit` (no batch delivered since the last commit), `errc::closed`,
-    /// `errc::operation_in_progress` (a `consume()` is pending).
+    /// `errc::operation_in_progress` (a `consume()` is pending), `errc::partition_revoked` (a group
+    /// protocol revoked the batch's partition from this consumer since it was delivered: nothing is
+    /// committed and the partition's next owner receives the records again - at-least-once).
     template <class CompletionToken = default_completion_token>
     auto commit(CompletionToken&& token = default_completion_token())
     {
@@ -138,41 +142,42 @@ public:
     const std::string& topic() const { return require_state()->topic_name(); }
     /// The consumer group.
     const std::string& group() const { return require_state()->group_name(); }
-    /// The partitions this consumer owns, ascending and contiguous.
-    const std::vector<std::size_t>& partitions() const { return require_state()->partitions(); }
+    /// The partitions this consumer owns now, ascending: a snapshot, returned by value. Without a
+    /// group protocol reassigning partitions (a distributed-log backend) it is the contiguous share
+    /// given at creation and never changes; with one, a `consume()` already running may still be
+    /// finishing a scan of the previous set. Thread-safe (takes a short lock); allocates the copy.
+    std::vector<std::size_t> partitions() const { return require_state()->partitions(); }
 
 private:
+    // One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
+    // memory; on the I/O pool for mmap, where an auto-commit's fsync runs too) and completes, or
+    // parks the consume until data arrives.
+    struct consume_step {
+        std::shared_ptr<detail::consumer_base<T>> state;
+
+        std::optional<std::tuple<boost::system::error_code, batch<T>>> attempt()
+        {
+            detail::consume_attempt<T> attempt = state->begin_consume(true);
+            if (attempt.error || attempt.delivered) {
+                return std::tuple(attempt.error, attempt.delivered.value_or(batch<T>()));
+            }
+            return std::nullopt;
+        }
+
+        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code, batch<T>>> completion) &&
+        {
+            detail::consumer_base<T>& target = *state;
+            target.wait(std::move(completion));
+        }
+    };
+
     struct initiate_consume {
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
-            if (detail::io_pool* pool = state->blocking_pool()) {
-                // Persistent topics: the pull, and an auto-commit's fsync, run off the caller's executor.
-                auto completion = detail::make_pending_completion<boost::system::error_code, batch<T>>(
-                    std::forward<Handler>(handler), state->default_executor());
-                const bool posted = pool->post([&] {
-                    return [state, completion = std::move(completion)]() mutable {
-                        detail::consume_attempt<T> attempt = state->begin_consume(true);
-                        if (attempt.error || attempt.delivered) {
-                            completion->complete(attempt.error, attempt.delivered.value_or(batch<T>()));
-                        } else {
-                            state->wait(std::move(completion));
-                        }
-                    };
-                });
-                if (!posted) {
-                    completion->complete(make_error_code(errc::closed), batch<T>());  // the queue is gone
-                }
-                return;
-            }
-            detail::consume_attempt<T> attempt = state->begin_consume(true);
-            if (attempt.error || attempt.delivered) {
-                detail::post_completion(std::forward<Handler>(handler), state->default_executor(), attempt.error,
-                                        attempt.delivered.value_or(batch<T>()));
-                return;
-            }
-            state->wait(detail::make_pending_completion<boost::system::error_code, batch<T>>(
-                std::forward<Handler>(handler), state->default_executor()));
+            const detail::consumer_base<T>& target = *state;
+            target.runner().template start<boost::system::error_code, batch<T>>(
+                std::forward<Handler>(handler), target.default_executor(), consume_step{std::move(state)});
         }
     };
 
@@ -180,13 +185,9 @@ private:
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
         {
-            if (detail::io_pool* pool = state->blocking_pool()) {
-                detail::complete_after_blocking_work(std::forward<Handler>(handler), state->default_executor(), *pool,
-                                                     [state] { return state->commit(); });
-                return;
-            }
-            const boost::system::error_code result = state->commit();
-            detail::post_completion(std::forward<Handler>(handler), state->default_executor(), result);
+            const detail::consumer_base<T>& target = *state;
+            target.runner().complete(std::forward<Handler>(handler), target.default_executor(),
+                                     [state = std::move(state)] { return state->commit(); });
         }
     };
 

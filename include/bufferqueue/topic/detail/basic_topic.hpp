@@ -1,13 +1,12 @@
 // Internal: the typed topic - routing, bounded admission and consumer groups over storage partitions.
 #pragma once
 
-#include "bufferqueue/consumer/detail/shared_consumer.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
-#include "bufferqueue/topic/detail/group_cursors.hpp"
+#include "bufferqueue/topic/detail/consumer_groups.hpp"
 #include "bufferqueue/topic/detail/partition_slot.hpp"
 #include "bufferqueue/topic/detail/produce_waiter.hpp"
 #include "bufferqueue/topic/detail/router.hpp"
@@ -60,7 +59,7 @@ public:
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
           executor_(std::move(configuration.executor)), slots_(std::move(slots)),
-          resources_(std::move(configuration.resources)), blocking_pool_(std::move(configuration.blocking_pool)),
+          resources_(std::move(configuration.resources)), runner_(std::move(configuration.blocking_pool)),
           router_(slots_, configuration.producer_lanes, configuration.bounded_capacity.has_value())
     {
         if (configuration.bounded_capacity) {
@@ -76,7 +75,7 @@ public:
     std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
     const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
     const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
-    io_pool* blocking_pool() const noexcept override { return blocking_pool_.get(); }
+    const storage_runner& runner() const noexcept override { return runner_; }
     bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
     slot_type& slot(std::size_t partition) noexcept { return *slots_[partition]; }
 
@@ -88,16 +87,7 @@ public:
         if (gate_) {
             gate_->close();
         }
-        std::vector<std::weak_ptr<consumer_base<T>>> consumers;
-        {
-            std::lock_guard lock(groups_mutex_);
-            consumers.swap(consumers_);
-        }
-        for (const auto& weak : consumers) {
-            if (auto consumer = weak.lock()) {
-                consumer->close();
-            }
-        }
+        groups_.close_all();
         for (const auto& slot : slots_) {
             slot->storage.close();
         }
@@ -134,75 +124,32 @@ public:
     std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
                                                                     std::size_t count) override
     {
-        const std::size_t partitions = slots_.size();
-        if (count < 1 || count > partitions) {
-            throw error(errc::too_many_consumers,
-                        "topic '" + name_ + "' group '" + options.group + "': " + std::to_string(count) +
-                            " consumers requested, but the count must be between 1 and the topic's " +
-                            std::to_string(partitions) + " partitions");
-        }
-        std::lock_guard lock(groups_mutex_);
-        if (is_closed()) {
-            throw error(errc::closed, "topic '" + name_ + "' is closed");
-        }
-        if (const auto found = groups_.find(options.group); found != groups_.end() && found->second != 0) {
-            throw error(errc::group_exists, "topic '" + name_ + "': consumer group '" + options.group +
-                                                "' already exists and " + std::to_string(found->second) +
-                                                " of its consumers are open");
-        }
-        // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
-        const auto release = [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); };
-        const bool known = groups_.contains(options.group);
-        auto opened = open_group_cursors<typename Partition::cursor>(name_, slots_, options.group, release);
-        try {
-            std::size_t& open = groups_[options.group];
-            auto created = make_consumers(options, count, opened.cursors);
-            open = created.size();
-            return created;
-        } catch (...) {
-            if (!known) {
-                groups_.erase(options.group);
-            }
-            undo_group_cursors(slots_, options.group, opened.created_in, release);
-            throw;
-        }
+        consumer_context context{.topic_name = name_,
+                                 .executor = executor_,
+                                 .runner = runner_,
+                                 .topic_closed = &closed_,
+                                 .gate = gate_ ? &*gate_ : nullptr,
+                                 .keep_alive = this->shared_from_this()};
+        return groups_.create(name_, slots_, options, count, context);
     }
 
-    bool has_group(const std::string& group) override
-    {
-        std::lock_guard lock(groups_mutex_);
-        return groups_.contains(group) || std::any_of(slots_.begin(), slots_.end(),
-                                                      [&](const auto& slot) { return slot->storage.has_group(group); });
-    }
+    bool has_group(const std::string& group) override { return groups_.has_group(slots_, group); }
 
     bool remove_group(const std::string& group) override
     {
-        std::lock_guard lock(groups_mutex_);
-        if (is_closed()) {
-            throw error(errc::closed, "topic '" + name_ + "' is closed: cannot remove consumer group '" + group + "'");
-        }
-        const auto found = groups_.find(group);
-        if (found != groups_.end() && found->second != 0) {
-            throw error(errc::group_in_use, "topic '" + name_ + "': cannot remove consumer group '" + group +
-                                                "': " + std::to_string(found->second) +
-                                                " of its consumers are still open (close them first)");
-        }
-        const bool held = remove_group_cursors(
-            name_, slots_, group, [this](std::uint64_t items) { release_capacity(static_cast<std::size_t>(items)); });
-        const bool known = held || found != groups_.end();
-        if (found != groups_.end()) {
-            groups_.erase(found);
-        }
-        return known;
+        return groups_.remove(name_, slots_, group, closed_, gate_ ? &*gate_ : nullptr);
     }
 
-    /// A counted consumer of `group` detached (closed): the group may be opened again once none is left.
-    void consumer_released(const std::string& group) noexcept
+    void assign_partitions(const std::string& group, std::size_t consumer,
+                           std::span<const std::size_t> partitions) override
     {
-        std::lock_guard lock(groups_mutex_);
-        if (const auto found = groups_.find(group); found != groups_.end() && found->second != 0) {
-            --found->second;
-        }
+        groups_.assign(name_, group, consumer, partitions);
+    }
+
+    void revoke_partitions(const std::string& group, std::size_t consumer,
+                           std::span<const std::size_t> partitions) override
+    {
+        groups_.revoke(name_, group, consumer, partitions);
     }
 
     /// Gives back room that every group has committed past.
@@ -217,36 +164,6 @@ public:
     std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
 
 private:
-    // Builds the consumers of a group over its partitions' cursors; called with groups_mutex_ held.
-    std::vector<std::shared_ptr<consumer_base<T>>>
-    make_consumers(const pull_consumer_options& options, std::size_t count,
-                   const std::vector<typename Partition::cursor*>& cursors)
-    {
-        const std::size_t partitions = slots_.size();
-        std::vector<std::shared_ptr<shared_consumer<T, Partition>>> made;
-        const std::size_t base_share = partitions / count;
-        const std::size_t larger_shares = partitions % count;
-        std::size_t next_partition = 0;
-        for (std::size_t consumer = 0; consumer < count; ++consumer) {
-            const std::size_t share = base_share + (consumer < larger_shares ? 1 : 0);
-            std::vector<typename shared_consumer<T, Partition>::assignment> assignments;
-            for (std::size_t i = 0; i < share; ++i, ++next_partition) {
-                slot_type& slot = *slots_[next_partition];
-                assignments.push_back({next_partition, &slot.storage, &slot.signal, cursors[next_partition]});
-            }
-            made.push_back(std::make_shared<shared_consumer<T, Partition>>(this->shared_from_this(), options,
-                                                                           std::move(assignments)));
-        }
-        std::erase_if(consumers_, [](const auto& weak) { return weak.expired(); });
-        consumers_.reserve(consumers_.size() + made.size());
-        std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
-        for (const auto& each : made) {  // nothing throws from here on
-            each->mark_counted();
-            consumers_.push_back(each);
-        }
-        return created;
-    }
-
     friend class produce_waiter<T, basic_topic>;
 
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
@@ -270,58 +187,11 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
     std::optional<capacity_gate> gate_;
-    std::shared_ptr<void> resources_;               // released by close()
-    const std::shared_ptr<io_pool> blocking_pool_;  // shared with the queue and its other topics
-    topic_router<T, Partition> router_;             // over slots_
+    std::shared_ptr<void> resources_;  // released by close()
+    const storage_runner runner_;      // decided once: the queue's I/O pool for blocking storage
+    topic_router<T, Partition> router_;  // over slots_
     alignas(64) std::atomic<bool> closed_{false};
-
-    std::mutex groups_mutex_;  // registration only, never on a data path
-    // Each group created in this process, with how many of its consumers are open (not detached).
-    std::map<std::string, std::size_t, std::less<>> groups_;  // guarded by groups_mutex_
-    std::vector<std::weak_ptr<consumer_base<T>>> consumers_;  // guarded by groups_mutex_
+    consumer_groups<T, Partition> groups_;
 };
-
-template <class T, class Partition>
-const std::string& shared_consumer<T, Partition>::topic_name() const noexcept
-{
-    return topic_->name();
-}
-
-template <class T, class Partition>
-const boost::asio::any_io_executor& shared_consumer<T, Partition>::default_executor() const noexcept
-{
-    return topic_->executor();
-}
-
-template <class T, class Partition>
-io_pool* shared_consumer<T, Partition>::blocking_pool() const noexcept
-{
-    return topic_->blocking_pool();
-}
-
-template <class T, class Partition>
-void shared_consumer<T, Partition>::consumer_released() noexcept
-{
-    topic_->consumer_released(group_);
-}
-
-template <class T, class Partition>
-bool shared_consumer<T, Partition>::is_closed() const noexcept
-{
-    return closed_.load(std::memory_order_acquire) || topic_->is_closed();
-}
-
-template <class T, class Partition>
-boost::system::error_code shared_consumer<T, Partition>::commit_position(std::size_t index, std::uint64_t next_offset)
-{
-    const assignment& each = assignments_[index];
-    try {
-        topic_->release_capacity(each.storage->commit(*each.cursor, next_offset));
-    } catch (...) {
-        failure_detail_ = exception_message();
-        return current_exception_code(errc::io_error);
-    }
-    return {};
-}
 
 }  // namespace bufferqueue::detail

@@ -3,9 +3,9 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
-#include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/topic/detail/storage_runner.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -43,6 +43,20 @@ enum class produce_outcome {
     must_wait,  ///< wait mode: room must be waited for (nothing stored)
     closed,     ///< the topic is closed (nothing stored)
 };
+
+/// The error a produce completes with for `outcome`: none for `done`, `errc::closed`, and
+/// `errc::queue_full` for no room (`must_wait` too: a caller that may wait checks for it first).
+/// The one place this mapping is written. Never throws, allocates nothing.
+inline boost::system::error_code produce_error(produce_outcome outcome) noexcept
+{
+    switch (outcome) {
+    case produce_outcome::done: return {};
+    case produce_outcome::closed: return make_error_code(errc::closed);
+    case produce_outcome::no_room:
+    case produce_outcome::must_wait: break;
+    }
+    return make_error_code(errc::queue_full);
+}
 
 /// A `produce()` that waits for room; owns what it produces. Completes once. `stop` cancels the
 /// wait (see `producer::with_cancellation`).
@@ -98,12 +112,13 @@ public:
     virtual void cancel() noexcept = 0;
     virtual const std::string& topic_name() const noexcept = 0;
     virtual const std::string& group_name() const noexcept = 0;
-    virtual const std::vector<std::size_t>& partitions() const noexcept = 0;
+    /// The partitions assigned now, ascending: a snapshot (see `pull_consumer::partitions`). Allocates.
+    virtual std::vector<std::size_t> partitions() const = 0;
     /// How the latest operation failed (see `pull_consumer::last_error`); empty after a success.
     virtual std::string last_error() const = 0;
     virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
-    /// See `topic::blocking_pool`.
-    virtual io_pool* blocking_pool() const noexcept = 0;
+    /// See `topic::runner`.
+    virtual const storage_runner& runner() const noexcept = 0;
 
 protected:
     consumer_base() = default;
@@ -116,12 +131,11 @@ public:
     virtual std::uint32_t partition_count() const noexcept = 0;
     virtual const key_selector<T>& partition_key() const noexcept = 0;
     virtual const boost::asio::any_io_executor& executor() const noexcept = 0;
-    /// Where asynchronous operations do blocking file I/O (msync, fsync, rename), so they never block
-    /// an executor thread of the application; null when the storage never blocks (memory). The topic
-    /// shares ownership of the pool, so the pointer stays valid while the topic lives; once the queue
-    /// is destroyed the pool refuses work (`io_pool::post` returns false) and the operation completes
-    /// with `errc::closed`.
-    virtual io_pool* blocking_pool() const noexcept = 0;
+    /// Where asynchronous operations run their storage calls (see `storage_runner`): inline for
+    /// storage that never blocks (memory), on the queue's I/O pool for blocking storage (mmap: msync,
+    /// fsync, rename), so they never block an executor thread of the application. Decided once, when
+    /// the topic is made.
+    virtual const storage_runner& runner() const noexcept = 0;
 
     /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null
     /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`.
@@ -136,6 +150,20 @@ public:
     virtual bool has_group(const std::string& group) = 0;
     /// See `buffer_queue::remove_group`.
     virtual bool remove_group(const std::string& group) = 0;
+
+    /// Dynamic partition assignment, for a group protocol (a distributed log's rebalance callback,
+    /// on any thread). `consumer` is the index of one of the open consumers of `group`, in the order
+    /// `create_consumers` returned them. `assign_partitions` adds `partitions` to its set: a
+    /// partition another consumer of the group holds is revoked from that one first and handed
+    /// over once it let go (see consumer_groups.hpp); `revoke_partitions` removes them. Both return
+    /// at once (they never wait for a consume) and may be called from any thread, also while the
+    /// consumer's `consume()` runs or waits. Throws `bufferqueue::error`: `errc::invalid_argument`
+    /// for an unknown group, consumer index or partition, `errc::closed` when the topic or that
+    /// consumer is closed. The guarantees are listed at `shared_consumer`.
+    virtual void assign_partitions(const std::string& group, std::size_t consumer,
+                                   std::span<const std::size_t> partitions) = 0;
+    virtual void revoke_partitions(const std::string& group, std::size_t consumer,
+                                   std::span<const std::size_t> partitions) = 0;
 };
 
 }  // namespace bufferqueue::detail

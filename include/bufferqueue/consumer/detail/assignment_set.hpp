@@ -1,0 +1,189 @@
+// Internal: the partitions one consumer reads - an immutable set, and the consumer's view of it
+// that changes only between its operations.
+#pragma once
+
+#include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/detail/spin_mutex.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <utility>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// One partition a consumer reads: its storage, its signal and the group's cursor in it.
+template <class Partition>
+struct partition_assignment {
+    std::size_t partition = 0;
+    Partition* storage = nullptr;
+    partition_signal* signal = nullptr;
+    typename Partition::cursor* cursor = nullptr;
+};
+
+/// An immutable set of assignments, ascending by partition. Shared between the consumer's
+/// operations and whoever publishes the next set, so a scan never sees it change.
+template <class Partition>
+class assignment_set {
+public:
+    using entry = partition_assignment<Partition>;
+
+    /// Sorts `entries` by partition; a partition given twice is kept once. Allocates.
+    explicit assignment_set(std::vector<entry> entries) : entries_(std::move(entries))
+    {
+        std::sort(entries_.begin(), entries_.end(),
+                  [](const entry& left, const entry& right) { return left.partition < right.partition; });
+        entries_.erase(
+            std::unique(entries_.begin(), entries_.end(),
+                        [](const entry& left, const entry& right) { return left.partition == right.partition; }),
+            entries_.end());
+        partitions_.reserve(entries_.size());
+        for (const entry& each : entries_) {
+            partitions_.push_back(each.partition);
+        }
+    }
+
+    std::span<const entry> entries() const noexcept { return entries_; }
+    const std::vector<std::size_t>& partitions() const noexcept { return partitions_; }
+
+    bool contains(std::size_t partition) const noexcept
+    {
+        return std::binary_search(partitions_.begin(), partitions_.end(), partition);
+    }
+
+    /// This set and `added`. Allocates.
+    std::shared_ptr<const assignment_set> with(std::span<const entry> added) const
+    {
+        std::vector<entry> joined(entries_.begin(), entries_.end());
+        joined.insert(joined.end(), added.begin(), added.end());
+        return std::make_shared<const assignment_set>(std::move(joined));
+    }
+
+    /// This set without `removed`. Allocates.
+    std::shared_ptr<const assignment_set> without(std::span<const std::size_t> removed) const
+    {
+        std::vector<entry> kept;
+        for (const entry& each : entries_) {
+            if (std::find(removed.begin(), removed.end(), each.partition) == removed.end()) {
+                kept.push_back(each);
+            }
+        }
+        return std::make_shared<const assignment_set>(std::move(kept));
+    }
+
+private:
+    std::vector<entry> entries_;
+    std::vector<std::size_t> partitions_;
+};
+
+/// A consumer's partitions: the set its operations scan (`current`, changed only by `adopt`, by
+/// the thread owning the consumer's operation) and the latest set published for it from any
+/// thread. While nobody publishes, the scan pays one atomic load per rotation and nothing else.
+/// Also tracks the delivered batch: the one still held (its items stay valid) and the one a
+/// commit applies to, which a revoke makes uncommittable.
+template <class Partition>
+class consumer_assignment {
+public:
+    using entry = partition_assignment<Partition>;
+    using set_pointer = std::shared_ptr<const assignment_set<Partition>>;
+
+    explicit consumer_assignment(set_pointer initial) : current_(initial), latest_(std::move(initial)) {}
+
+    /// Any thread: makes `next` the consumer's set from its next `adopt` on. Then `reassigned()`
+    /// is true (a seq_cst store, for the consumer's idle check).
+    void publish(set_pointer next)
+    {
+        std::lock_guard lock(mutex_);
+        latest_ = std::move(next);
+        reassigned_.store(true, std::memory_order_seq_cst);
+    }
+
+    /// Any thread: the latest published set.
+    set_pointer latest() const
+    {
+        std::lock_guard lock(mutex_);
+        return latest_;
+    }
+
+    /// Any thread: a set was published since the last `adopt`.
+    bool reassigned() const noexcept { return reassigned_.load(std::memory_order_seq_cst); }
+
+    // The members below belong to the thread owning the consumer's operation.
+
+    const assignment_set<Partition>& current() const noexcept { return *current_; }
+
+    /// Makes the latest set current and calls `released(partition)` for each partition the consumer
+    /// stops using: left out of the new set, and no batch of it held (that one goes when the batch
+    /// is released). A delivered batch of a partition left out can no longer be committed.
+    template <class Released>
+    void adopt(Released&& released) noexcept
+    {
+        set_pointer next;
+        {
+            std::lock_guard lock(mutex_);
+            next = latest_;
+            reassigned_.store(false, std::memory_order_relaxed);
+        }
+        const set_pointer previous = std::exchange(current_, std::move(next));
+        for (const std::size_t partition : previous->partitions()) {
+            if (current_->contains(partition)) {
+                continue;
+            }
+            if (last_ && last_->partition == partition) {
+                last_revoked_ = true;
+            }
+            if (!held_ || held_->partition != partition) {
+                released(partition);
+            }
+        }
+    }
+
+    /// A pull of `delivered` handed out a batch ending at `next_offset`.
+    void delivered(const entry& delivered, std::uint64_t next_offset) noexcept
+    {
+        held_ = delivered;
+        last_ = delivered;
+        last_next_offset_ = next_offset;
+        last_revoked_ = false;
+    }
+
+    /// Releases the held batch, if any; returns its partition when the consumer no longer reads it
+    /// (revoked while the batch was held), for the caller to report as released.
+    std::optional<std::size_t> release_held() noexcept
+    {
+        if (!held_) {
+            return std::nullopt;
+        }
+        const entry released = *std::exchange(held_, std::nullopt);
+        released.storage->release_batch(*released.cursor);
+        if (current_->contains(released.partition)) {
+            return std::nullopt;
+        }
+        return released.partition;
+    }
+
+    /// The partition of the last delivered batch (valid after a delivery).
+    const entry& last() const noexcept { return *last_; }
+    std::uint64_t last_next_offset() const noexcept { return last_next_offset_; }
+    /// The last delivered batch's partition was revoked since: committing it must fail.
+    bool last_revoked() const noexcept { return last_revoked_; }
+
+private:
+    set_pointer current_;  // owned by the consumer's operation
+    std::optional<entry> held_;
+    std::optional<entry> last_;
+    std::uint64_t last_next_offset_ = 0;
+    bool last_revoked_ = false;
+
+    mutable spin_mutex mutex_;
+    set_pointer latest_;                   // guarded by mutex_
+    std::atomic<bool> reassigned_{false};  // written under mutex_
+};
+
+}  // namespace bufferqueue::detail

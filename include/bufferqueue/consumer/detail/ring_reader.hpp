@@ -1,0 +1,163 @@
+// Internal: the ring scan over a consumer's partitions, and the commit of what it delivered.
+#pragma once
+
+#include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/assignment_set.hpp"
+#include "bufferqueue/consumer/detail/consumer_context.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/storage.hpp"
+
+#include <boost/system/error_code.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+
+namespace bufferqueue::detail {
+
+/// Reads a consumer's partitions as a ring, so each readable partition gets one pull per rotation,
+/// and commits what it delivered. Belongs to the thread owning the consumer's operation, except
+/// `assignment()`'s thread-safe members. The scan allocates nothing and takes no lock while the
+/// set does not change (one atomic load per rotation).
+template <class T, class Partition>
+class ring_reader {
+public:
+    using entry = partition_assignment<Partition>;
+    using set_pointer = typename consumer_assignment<Partition>::set_pointer;
+
+    /// `context` must outlive the reader (it is the consumer's own).
+    ring_reader(const consumer_context& context, std::string group, bool auto_commit, std::size_t batch_size,
+                set_pointer assignments)
+        : context_(context), group_(std::move(group)), auto_commit_(auto_commit), batch_size_(batch_size),
+          assignment_(std::move(assignments))
+    {
+    }
+
+    /// From now on released partitions are reported to the membership (see `consumer_membership`).
+    void start_reporting() noexcept { reporting_ = true; }
+    /// The consumer detached: nothing more is reported (the group may be reopened under its index).
+    void stop_reporting() noexcept { reporting_ = false; }
+
+    const std::string& group() const noexcept { return group_; }
+    bool auto_commit() const noexcept { return auto_commit_; }
+    consumer_assignment<Partition>& assignment() noexcept { return assignment_; }
+    const consumer_assignment<Partition>& assignment() const noexcept { return assignment_; }
+    const assignment_set<Partition>& current() const noexcept { return assignment_.current(); }
+
+    /// One rotation over the current partitions, starting after the last one that delivered. A
+    /// failed pull or auto-commit sets `error` (and `failure_detail`) and hands out nothing.
+    std::optional<batch<T>> scan(boost::system::error_code& error)
+    {
+        failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
+        adopt_if_reassigned();
+        const std::span<const entry> entries = assignment_.current().entries();
+        const std::size_t count = entries.size();
+        for (std::size_t step = 0; step < count; ++step) {
+            const std::size_t index = (ring_position_ + step) % count;
+            const entry& each = entries[index];
+            pull_result<T> pulled;
+            try {
+                pulled = each.storage->pull(*each.cursor, batch_size_);
+            } catch (...) {
+                // The partition reports its failure, and its turn passes: the next scan starts at the
+                // partition after it, so one bad record cannot stall the consumer's other partitions.
+                error = current_exception_code(errc::corrupt_data);
+                failure_detail_ = exception_message();
+                ring_position_ = (index + 1) % count;
+                return std::nullopt;
+            }
+            if (pulled.items.empty()) {
+                continue;
+            }
+            ring_position_ = (index + 1) % count;
+            assignment_.delivered(each, pulled.next_offset);
+            if (auto_commit_) {
+                error = commit_position(each, pulled.next_offset);
+                if (error) {
+                    release_held_batch();
+                    return std::nullopt;
+                }
+            } else {
+                uncommitted_ = true;
+            }
+            return batch<T>(pulled.items, each.partition);
+        }
+        return std::nullopt;
+    }
+
+    /// Commits the last delivered batch (manual commit): `errc::nothing_to_commit` when none is
+    /// left uncommitted, `errc::partition_revoked` when its partition was revoked since.
+    boost::system::error_code commit()
+    {
+        if (!uncommitted_) {
+            return errc::nothing_to_commit;
+        }
+        failure_detail_.clear();
+        adopt_if_reassigned();
+        if (assignment_.last_revoked()) {
+            return errc::partition_revoked;
+        }
+        const boost::system::error_code result = commit_position(assignment_.last(), assignment_.last_next_offset());
+        if (!result) {
+            uncommitted_ = false;
+        }
+        return result;
+    }
+
+    /// Releases the batch the consumer still holds, if any.
+    void release_held_batch() noexcept
+    {
+        if (const std::optional<std::size_t> released = assignment_.release_held()) {
+            report_released(*released);
+        }
+    }
+
+    /// Takes a set published since the last scan; partitions let go go to the membership. Holding
+    /// no lock.
+    void adopt_if_reassigned() noexcept
+    {
+        if (assignment_.reassigned()) {
+            assignment_.adopt([this](std::size_t partition) { report_released(partition); });
+            ring_position_ = 0;
+        }
+    }
+
+    /// What the storage said about the last failure (empty: the code says it all).
+    std::string& failure_detail() noexcept { return failure_detail_; }
+
+private:
+    boost::system::error_code commit_position(const entry& each, std::uint64_t next_offset)
+    {
+        try {
+            const std::uint64_t released = each.storage->commit(*each.cursor, next_offset);
+            if (context_.gate != nullptr) {
+                context_.gate->release(static_cast<std::size_t>(released));
+            }
+        } catch (...) {
+            failure_detail_ = exception_message();
+            return current_exception_code(errc::io_error);
+        }
+        return {};
+    }
+
+    void report_released(std::size_t partition) noexcept
+    {
+        if (reporting_ && context_.membership != nullptr) {
+            context_.membership->partition_released(group_, context_.index, partition);
+        }
+    }
+
+    const consumer_context& context_;
+    const std::string group_;
+    const bool auto_commit_;
+    const std::size_t batch_size_;
+    consumer_assignment<Partition> assignment_;
+    std::size_t ring_position_ = 0;
+    bool uncommitted_ = false;
+    bool reporting_ = false;      // set before the consumer is shared
+    std::string failure_detail_;  // the message of the last failure, for try_consume's exception
+};
+
+}  // namespace bufferqueue::detail
