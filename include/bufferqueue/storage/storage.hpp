@@ -60,6 +60,30 @@ struct storage_traits {
     static constexpr bool blocking = false;
 };
 
+/// The statistics a partition reports, in items (not bytes); every member is noexcept, thread-safe
+/// and lock-free or a short lock:
+/// - `end_items()`: items ever appended to the partition (for persistent storage, across restarts);
+/// - `earliest_items()`: the index of the first item the partition still holds;
+/// - `committed_items(cursor)`: the group's committed position, as an item index (its lag is
+///   `end_items() - committed_items(cursor)`).
+/// Part of `storage_partition`; the operations statistics (lag, depth) build on it.
+template <class Partition>
+concept storage_partition_statistics = requires(const Partition& partition, const typename Partition::cursor& cursor)
+{
+    {
+        partition.end_items()
+    }
+    noexcept->std::same_as<std::uint64_t>;
+    {
+        partition.earliest_items()
+    }
+    noexcept->std::same_as<std::uint64_t>;
+    {
+        partition.committed_items(cursor)
+    }
+    noexcept->std::same_as<std::uint64_t>;
+};
+
 /// A storage partition of items `T`: the one extension point a storage backend implements (see
 /// docs/backends.md for a walk-through). The topic routes items to partitions, admits them against
 /// a bounded capacity, tracks consumer groups and wakes waiting consumers; a partition only stores,
@@ -108,8 +132,9 @@ struct storage_traits {
 ///   partition joins its topic, with the waker of the consumers waiting on it. A partition whose
 ///   records can arrive from outside (another process, a broker) calls `waker.notify()` after they
 ///   become visible to `has_data` and `pull`, so a waiting `consume()` wakes up.
-/// - The statistics members of `storage_partition_statistics` below.
 ///
+/// And the statistics members of `storage_partition_statistics` above: `end_items()`,
+/// `earliest_items()`, `committed_items(cursor)`.
 /// And the compile-time property `storage_traits<Partition>::blocking` above.
 // clang-format off
 template <class Partition, class T>
@@ -127,7 +152,7 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
     { partition.release_batch(cursor) } noexcept;
     { const_partition.has_data(cursor) } noexcept -> std::same_as<bool>;
     { partition.close() } noexcept;
-};
+} && storage_partition_statistics<Partition>;
 // clang-format on
 
 /// A partition the topic can hand a `partition_waker` (see `storage_partition`).
@@ -140,28 +165,5 @@ concept wakeable_partition = requires(Partition& partition, partition_waker wake
     noexcept;
 };
 
-/// The statistics a partition reports, in items (not bytes); every member is noexcept, thread-safe
-/// and lock-free or a short lock:
-/// - `end_items()`: items ever appended to the partition (for persistent storage, across restarts);
-/// - `earliest_items()`: the index of the first item the partition still holds;
-/// - `committed_items(cursor)`: the group's committed position, as an item index (its lag is
-///   `end_items() - committed_items(cursor)`).
-/// Not yet required by `storage_partition`; the operations layer (issue 14) builds on it.
-template <class Partition>
-concept storage_partition_statistics = requires(const Partition& partition, const typename Partition::cursor& cursor)
-{
-    {
-        partition.end_items()
-    }
-    noexcept->std::same_as<std::uint64_t>;
-    {
-        partition.earliest_items()
-    }
-    noexcept->std::same_as<std::uint64_t>;
-    {
-        partition.committed_items(cursor)
-    }
-    noexcept->std::same_as<std::uint64_t>;
-};
 
 }  // namespace bufferqueue
