@@ -41,7 +41,7 @@ constexpr auto hang_guard = std::chrono::seconds(60);
 
 /// How long `settle` runs an io_context: time for a backend whose calls block to start an
 /// operation on its own threads (so it is parked, not still starting) before the test acts on it.
-constexpr auto settle_time = std::chrono::milliseconds(30);
+constexpr auto settle_time = std::chrono::milliseconds(50);
 
 /// Bounds loops that wait for progress.
 constexpr int max_rounds = 10000;
