@@ -1,0 +1,203 @@
+// Conformance, commit and replay: manual commit, redelivery of an uncommitted batch (to the same
+// consumer and to a new consumer of the group), auto commit, the commit errors, and - on persistent
+// backends - committed positions that survive a new buffer_queue.
+#include "conformance/conformance_support.hpp"
+
+#include <bufferqueue/bufferqueue.hpp>
+
+#include <boost/system/system_error.hpp>
+
+#include <cstddef>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+using namespace conformance;
+
+namespace {
+
+/// Awaits the consumer's next batch and copies its items out. (GCC 12 miscompiles a co_await inside
+/// a Catch2 assertion, so the tests await first and assert on the result.)
+template <class T>
+asio::awaitable<std::vector<T>> next_items(bq::pull_consumer<T>& consumer)
+{
+    const bq::batch<T> delivered = co_await consumer.consume();
+    co_return std::vector<T>(delivered.begin(), delivered.end());
+}
+
+}  // namespace
+
+TEMPLATE_LIST_TEST_CASE("conformance: manual commit advances the group and an uncommitted batch is delivered again",
+                        "[conformance][commit]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<int>{.name = "manual", .partitions = 1});
+    auto producer = queue.producer<int>("manual");
+    auto consumer = queue.create_pull_consumer<int>(manual("manual", "g", 2));
+    REQUIRE(producer.try_produce(std::span<const int>(range(1, 7))));
+
+    std::vector<std::vector<int>> deliveries;
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        deliveries.push_back(co_await next_items(consumer));
+        // Not committed: the same batch again, as often as it is not committed.
+        deliveries.push_back(co_await next_items(consumer));
+        deliveries.push_back(co_await next_items(consumer));
+        co_await consumer.commit();
+        deliveries.push_back(co_await next_items(consumer));
+        co_await consumer.commit();
+        deliveries.push_back(co_await next_items(consumer));
+        co_await consumer.commit();
+    });
+    CHECK(deliveries == std::vector<std::vector<int>>{{1, 2}, {1, 2}, {1, 2}, {3, 4}, {5, 6}});
+    CHECK_FALSE(consumer.try_consume().has_value());
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: a batch delivered but not committed goes to the next consumer of the group",
+                        "[conformance][commit]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<std::string>{.name = "replay", .partitions = 1});
+    auto producer = queue.producer<std::string>("replay");
+    REQUIRE(producer.try_produce(std::vector<std::string>{"a", "b", "c", "d", "e"}));
+    {
+        auto consumer = queue.create_pull_consumer<std::string>(manual("replay", "g", 2));
+        CHECK(try_items(consumer) == std::vector<std::string>{"a", "b"});
+        REQUIRE_FALSE(commit_now(consumer, io));
+        CHECK(try_items(consumer) == std::vector<std::string>{"c", "d"});  // never committed
+    }
+    auto next = queue.create_pull_consumer<std::string>(manual("replay", "g", 2));
+    CHECK(try_items(next) == std::vector<std::string>{"c", "d"});
+    REQUIRE_FALSE(commit_now(next, io));
+    CHECK(try_items(next) == std::vector<std::string>{"e"});
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: auto commit commits each batch as it is pulled, so none is delivered again",
+                        "[conformance][commit]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<int>{.name = "auto", .partitions = 1});
+    auto producer = queue.producer<int>("auto");
+    REQUIRE(producer.try_produce(std::span<const int>(range(1, 8))));
+    {
+        auto consumer = queue.create_pull_consumer<int>(automatic("auto", "g", 2));
+        std::vector<std::vector<int>> deliveries;
+        run_coroutine(io, [&]() -> asio::awaitable<void> {
+            deliveries.push_back(co_await next_items(consumer));
+            // The next consume moves on: the previous batch is committed.
+            deliveries.push_back(co_await next_items(consumer));
+        });
+        CHECK(deliveries == std::vector<std::vector<int>>{{1, 2}, {3, 4}});
+    }
+    // Also the last batch pulled was committed before it was handed out (at-most-once).
+    auto reopened = queue.create_pull_consumer<int>(manual("auto", "g", 2));
+    CHECK(try_items(reopened) == std::vector<int>{5, 6});
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: commit fails with nothing_to_commit or auto_commit_enabled and moves nothing",
+                        "[conformance][commit]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<int>{.name = "errors", .partitions = 1});
+    auto producer = queue.producer<int>("errors");
+    REQUIRE(producer.try_produce(std::span<const int>(range(1, 7))));
+
+    SECTION("nothing_to_commit before any batch and after the latest batch was committed")
+    {
+        auto consumer = queue.create_pull_consumer<int>(manual("errors", "g", 2));
+        CHECK(commit_now(consumer, io) == bq::errc::nothing_to_commit);
+        CHECK(try_items(consumer) == std::vector<int>{1, 2});
+        CHECK_FALSE(commit_now(consumer, io));
+        CHECK(commit_now(consumer, io) == bq::errc::nothing_to_commit);
+        // An awaited commit throws the same code.
+        std::optional<error_code> awaited;
+        run_coroutine(io, [&]() -> asio::awaitable<void> {
+            try {
+                co_await consumer.commit();
+            } catch (const boost::system::system_error& failure) {
+                awaited = failure.code();
+            }
+        });
+        REQUIRE(awaited);
+        CHECK(*awaited == bq::errc::nothing_to_commit);
+        // Nothing moved: the next batch follows the committed one.
+        CHECK(try_items(consumer) == std::vector<int>{3, 4});
+    }
+
+    SECTION("auto_commit_enabled on an auto-commit consumer, before and after a pull")
+    {
+        auto consumer = queue.create_pull_consumer<int>(automatic("errors", "g", 2));
+        CHECK(commit_now(consumer, io) == bq::errc::auto_commit_enabled);
+        CHECK(try_items(consumer) == std::vector<int>{1, 2});
+        CHECK(commit_now(consumer, io) == bq::errc::auto_commit_enabled);
+        CHECK(try_items(consumer) == std::vector<int>{3, 4});
+    }
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: committed positions and data survive a new buffer_queue over the same backend",
+                        "[conformance][commit][persistence]", persistent_conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    const conformance_topic<int> spec{.name = "durable", .partitions = 2, .partition_key = partition_by_block(100)};
+    {
+        asio::io_context io;
+        bq::buffer_queue queue{io.get_executor()};
+        backend.add_topic(queue, spec);
+        auto consumers = queue.create_pull_consumers<int>(manual("durable", "g", 2), 2);
+        REQUIRE(queue.producer<int>("durable").try_produce(std::vector<int>{0, 1, 2, 3, 4, 100, 101, 102}));
+        CHECK(try_items(consumers[0]) == std::vector<int>{0, 1});
+        REQUIRE_FALSE(commit_now(consumers[0], io));
+        CHECK(try_items(consumers[0]) == std::vector<int>{2, 3});  // delivered, not committed
+        CHECK(try_items(consumers[1]) == std::vector<int>{100, 101});
+        REQUIRE_FALSE(commit_now(consumers[1], io));
+        CHECK(try_items(consumers[1]) == std::vector<int>{102});
+        REQUIRE_FALSE(commit_now(consumers[1], io));
+    }
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, spec);
+    // The group resumes where it committed, in each partition; the uncommitted batch comes again.
+    auto resumed = queue.create_pull_consumers<int>(manual("durable", "g", 10), 2);
+    CHECK(drain(resumed, io) == std::map<std::size_t, std::vector<int>>{{0, {2, 3, 4}}});
+    // A group new in this run reads everything that was stored.
+    auto fresh = queue.create_pull_consumer<int>(manual("durable", "new", 10));
+    CHECK(drain(fresh, io) == std::map<std::size_t, std::vector<int>>{{0, {0, 1, 2, 3, 4}}, {1, {100, 101, 102}}});
+    // Producing goes on after what was stored.
+    REQUIRE(queue.producer<int>("durable").try_produce(std::vector<int>{5, 103}));
+    CHECK(drain(resumed, io) == std::map<std::size_t, std::vector<int>>{{0, {5}}, {1, {103}}});
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: a new buffer_queue over a non-persistent backend starts empty",
+                        "[conformance][commit][persistence]", volatile_conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    const conformance_topic<int> spec{.name = "transient", .partitions = 1};
+    {
+        asio::io_context io;
+        bq::buffer_queue queue{io.get_executor()};
+        backend.add_topic(queue, spec);
+        auto consumer = queue.create_pull_consumer<int>(manual("transient", "g"));
+        REQUIRE(queue.producer<int>("transient").try_produce(std::vector<int>{1, 2, 3}));
+        CHECK(try_items(consumer) == std::vector<int>{1, 2, 3});
+    }
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, spec);
+    auto consumer = queue.create_pull_consumer<int>(manual("transient", "g"));
+    CHECK_FALSE(consumer.try_consume().has_value());
+}

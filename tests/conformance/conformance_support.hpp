@@ -1,0 +1,234 @@
+// Helpers of the conformance suite: running an io_context until something happened, collecting
+// completions, and reading what consumers deliver. Public bufferqueue headers only.
+#pragma once
+
+#include "catch.hpp"
+#include "conformance/backend_fixtures.hpp"
+
+#if defined(BUFFERQUEUE_CATCH2_MAJOR) ? BUFFERQUEUE_CATCH2_MAJOR == 3 : __has_include(<catch2/catch_test_macros.hpp>)
+#include <catch2/catch_template_test_macros.hpp>
+#endif
+
+#include <bufferqueue/bufferqueue.hpp>
+
+#include <utility>  // before the Asio coroutine headers (GCC 12)
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <exception>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace conformance {
+
+namespace asio = boost::asio;
+namespace bq = bufferqueue;
+using boost::system::error_code;
+
+/// Bounds every wait of a test, so an operation that never completes fails the test instead of
+/// hanging it. A hang guard only: no assertion depends on how long anything takes.
+constexpr auto hang_guard = std::chrono::seconds(60);
+
+/// How long `settle` runs an io_context: time for a backend whose calls block to start an
+/// operation on its own threads (so it is parked, not still starting) before the test acts on it.
+constexpr auto settle_time = std::chrono::milliseconds(50);
+
+/// Bounds loops that wait for progress.
+constexpr int max_rounds = 10000;
+
+/// Runs `io` until `done()` holds, `io` runs out of work, or the hang guard expires; returns `done()`.
+template <class Done>
+bool run_until(asio::io_context& io, Done&& done)
+{
+    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+    io.restart();
+    while (!done()) {
+        if (std::chrono::steady_clock::now() >= deadline) {
+            return false;
+        }
+        if (io.run_one_for(std::chrono::milliseconds(100)) == 0 && io.stopped()) {
+            return done();  // out of work: nothing else can happen
+        }
+    }
+    return true;
+}
+
+/// Runs `io` for `settle_time` (handlers that are ready run; parked operations stay parked).
+inline void settle(asio::io_context& io)
+{
+    io.restart();
+    io.run_for(settle_time);
+    io.restart();
+}
+
+/// The state of a coroutine started by `spawn`.
+struct spawned {
+    bool finished = false;
+    std::exception_ptr failure;
+
+    /// Rethrows what the coroutine threw (a failed REQUIRE inside it fails the test).
+    void rethrow() const
+    {
+        if (failure) {
+            std::rethrow_exception(failure);
+        }
+    }
+};
+
+/// Starts `body` (returning `asio::awaitable<void>`) as a coroutine on `io`; the result records its end.
+template <class Body>
+std::shared_ptr<spawned> spawn(asio::io_context& io, Body&& body)
+{
+    auto state = std::make_shared<spawned>();
+    asio::co_spawn(io, std::forward<Body>(body), [state](std::exception_ptr failure) {
+        state->failure = failure;
+        state->finished = true;
+    });
+    return state;
+}
+
+/// Runs `body` as a coroutine on `io` until it ends, then rethrows what it threw.
+template <class Body>
+void run_coroutine(asio::io_context& io, Body&& body)
+{
+    const auto state = spawn(io, std::forward<Body>(body));
+    const bool finished = run_until(io, [&] { return state->finished; });
+    state->rethrow();
+    REQUIRE(finished);
+}
+
+/// The outcome of an operation completing with an error code only (produce, commit).
+struct outcome {
+    std::optional<error_code> code;
+
+    auto handler()
+    {
+        return [this](error_code error) { code = error; };
+    }
+};
+
+/// The outcome of a consume started with a callback.
+template <class T>
+struct consume_outcome {
+    std::optional<error_code> code;
+    std::vector<T> items;
+    std::size_t partition = 0;
+
+    auto handler()
+    {
+        return [this](error_code error, bq::batch<T> delivered) {
+            items.assign(delivered.begin(), delivered.end());
+            partition = delivered.partition();
+            code = error;
+        };
+    }
+};
+
+/// Commits the consumer's latest batch and returns the completion's code.
+template <class T>
+error_code commit_now(bq::pull_consumer<T>& consumer, asio::io_context& io)
+{
+    outcome result;
+    consumer.commit(result.handler());
+    REQUIRE(run_until(io, [&] { return result.code.has_value(); }));
+    return *result.code;
+}
+
+/// Produces `item` (waiting for room if need be) and returns the completion's code.
+template <class T>
+error_code produce_now(bq::producer<T>& producer, const T& item, asio::io_context& io)
+{
+    outcome result;
+    producer.produce(item, result.handler());
+    REQUIRE(run_until(io, [&] { return result.code.has_value(); }));
+    return *result.code;
+}
+
+/// The items of the next batch `try_consume` returns (empty when none is readable).
+template <class T>
+std::vector<T> try_items(bq::pull_consumer<T>& consumer)
+{
+    const std::optional<bq::batch<T>> delivered = consumer.try_consume();
+    if (!delivered) {
+        return {};
+    }
+    return {delivered->begin(), delivered->end()};
+}
+
+/// Everything each partition delivers to `consumers` through `try_consume`, committing every batch,
+/// until no consumer has anything readable: partition -> items in delivery order.
+template <class T>
+std::map<std::size_t, std::vector<T>> drain(std::vector<bq::pull_consumer<T>>& consumers, asio::io_context& io)
+{
+    std::map<std::size_t, std::vector<T>> by_partition;
+    for (int round = 0; round < max_rounds; ++round) {
+        bool any = false;
+        for (auto& consumer : consumers) {
+            const std::optional<bq::batch<T>> delivered = consumer.try_consume();
+            if (!delivered) {
+                continue;
+            }
+            any = true;
+            auto& items = by_partition[delivered->partition()];
+            items.insert(items.end(), delivered->begin(), delivered->end());
+            REQUIRE_FALSE(commit_now(consumer, io));
+        }
+        if (!any) {
+            break;
+        }
+    }
+    return by_partition;
+}
+
+/// Single-consumer form of `drain`.
+template <class T>
+std::map<std::size_t, std::vector<T>> drain(bq::pull_consumer<T>& consumer, asio::io_context& io)
+{
+    std::vector<bq::pull_consumer<T>> one;
+    one.push_back(std::move(consumer));
+    auto result = drain(one, io);
+    consumer = std::move(one.front());
+    return result;
+}
+
+/// The integers first, first + 1, ..., last - 1.
+inline std::vector<int> range(int first, int last)
+{
+    std::vector<int> values(static_cast<std::size_t>(last - first));
+    std::iota(values.begin(), values.end(), first);
+    return values;
+}
+
+/// Manual-commit consumer options.
+inline bq::pull_consumer_options manual(std::string topic, std::string group, std::size_t batch_size = 100)
+{
+    return {.topic = std::move(topic), .group = std::move(group), .auto_commit = false, .batch_size = batch_size};
+}
+
+/// Auto-commit consumer options.
+inline bq::pull_consumer_options automatic(std::string topic, std::string group, std::size_t batch_size = 100)
+{
+    return {.topic = std::move(topic), .group = std::move(group), .auto_commit = true, .batch_size = batch_size};
+}
+
+/// A key selector sending the int item `value` to partition `value / per_partition`: the documented
+/// integer mapping routes key k to (k - 1) mod partitions, so key p + 1 reaches partition p.
+inline bq::key_selector<int> partition_by_block(int per_partition)
+{
+    return [per_partition](const int& value) { return value / per_partition + 1; };
+}
+
+}  // namespace conformance
+
+/// Names the backend in every failure message of the test case it opens.
+#define BUFFERQUEUE_CONFORMANCE_BACKEND() INFO("backend: " << TestType::name)
