@@ -14,6 +14,7 @@
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
+#include "storage/test_backend/test_backend_fixture.hpp"
 #include "test_support.hpp"
 
 #include <bufferqueue/bufferqueue.hpp>
@@ -75,7 +76,7 @@ private:
 
 /// Every backend the conformance suite runs over. Add a backend's fixture here (e.g. the test backend
 /// of tests/storage/test_backend/, later Kafka); the filtered lists below follow.
-using conformance_backends = std::tuple<memory_backend, mmap_backend>;
+using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture>;
 
 namespace conformance_detail {
 
