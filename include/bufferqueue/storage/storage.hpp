@@ -165,5 +165,4 @@ concept wakeable_partition = requires(Partition& partition, partition_waker wake
     noexcept;
 };
 
-
 }  // namespace bufferqueue

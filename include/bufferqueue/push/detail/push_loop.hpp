@@ -6,10 +6,10 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push_consumer.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>

@@ -187,8 +187,8 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
     std::optional<capacity_gate> gate_;
-    std::shared_ptr<void> resources_;  // released by close()
-    const storage_runner runner_;      // decided once: the queue's I/O pool for blocking storage
+    std::shared_ptr<void> resources_;    // released by close()
+    const storage_runner runner_;        // decided once: the queue's I/O pool for blocking storage
     topic_router<T, Partition> router_;  // over slots_
     alignas(64) std::atomic<bool> closed_{false};
     consumer_groups<T, Partition> groups_;

@@ -2,10 +2,10 @@
 // producer's lane kept across threads, cancellation by slot or stop token.
 #pragma once
 
-#include "bufferqueue/topic/detail/capacity_gate.hpp"
 #include "bufferqueue/detail/completion.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/topic/detail/capacity_gate.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <algorithm>
 #include <cstddef>
