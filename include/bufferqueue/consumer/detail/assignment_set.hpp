@@ -97,9 +97,16 @@ public:
 
     /// Any thread: makes `next` the consumer's set from its next `adopt` on. Then `reassigned()`
     /// is true (a seq_cst store, for the consumer's idle check).
+    /// A partition in the replaced latest set but not in `next` is remembered until `adopt`, which
+    /// lets it go even if the consumer never adopted the set that held it. Allocates.
     void publish(set_pointer next)
     {
         std::lock_guard lock(mutex_);
+        for (const std::size_t partition : latest_->partitions()) {
+            if (!next->contains(partition)) {
+                dropped_.push_back(partition);
+            }
+        }
         latest_ = std::move(next);
         reassigned_.store(true, std::memory_order_seq_cst);
     }
@@ -125,20 +132,33 @@ public:
     void adopt(Released&& released) noexcept
     {
         set_pointer next;
+        std::vector<std::size_t> dropped;
         {
             std::lock_guard lock(mutex_);
             next = latest_;
+            dropped.swap(dropped_);
             reassigned_.store(false, std::memory_order_relaxed);
         }
         const set_pointer previous = std::exchange(current_, std::move(next));
-        for (const std::size_t partition : previous->partitions()) {
-            if (current_->contains(partition)) {
-                continue;
-            }
+        const auto let_go = [&](std::size_t partition) {
             if (last_ && last_->partition == partition) {
                 last_revoked_ = true;
             }
             if (!held_ || held_->partition != partition) {
+                released(partition);
+            }
+        };
+        for (const std::size_t partition : previous->partitions()) {
+            if (!current_->contains(partition)) {
+                let_go(partition);
+            }
+        }
+        // Published to this consumer and taken away again before it adopted them: never read
+        // here, so let go at once (the membership ignores a partition reported twice).
+        std::sort(dropped.begin(), dropped.end());
+        dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
+        for (const std::size_t partition : dropped) {
+            if (!previous->contains(partition) && !current_->contains(partition)) {
                 released(partition);
             }
         }
@@ -183,6 +203,7 @@ private:
 
     mutable spin_mutex mutex_;
     set_pointer latest_;                   // guarded by mutex_
+    std::vector<std::size_t> dropped_;     // guarded by mutex_: left out of a latest set since adopt
     std::atomic<bool> reassigned_{false};  // written under mutex_
 };
 
