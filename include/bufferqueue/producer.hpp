@@ -157,6 +157,23 @@ public:
     }
 
 private:
+    // Stores what fits of `items` now (`partitions`: each item's key partition, or null for
+    // round-robin): the produce's result, or nothing when it must wait for room instead.
+    static std::optional<std::tuple<boost::system::error_code>>
+    store_now(detail::topic<T>& topic, std::span<const T> items, const std::uint32_t* partitions)
+    {
+        try {
+            const detail::produce_outcome outcome = topic.produce_now(items, partitions, true);
+            if (outcome == detail::produce_outcome::must_wait) {
+                return std::nullopt;
+            }
+            return std::tuple(detail::produce_error(outcome));
+        } catch (...) {
+            // A storage failure (errc::io_error), or T's copy constructor threw.
+            return std::tuple(detail::current_exception_code(errc::invalid_argument));
+        }
+    }
+
     // One produce, whatever the storage: the topic's runner stores it where blocking is allowed
     // (inline for memory, on the I/O pool for mmap) and completes it, or parks it to wait for room.
     struct produce_step {
@@ -169,18 +186,8 @@ private:
         // Stores what fits now; nothing when the produce must wait for room instead.
         std::optional<std::tuple<boost::system::error_code>> attempt()
         {
-            const std::span<const T> input = owned.empty() ? items : std::span<const T>(owned);
-            try {
-                const detail::produce_outcome outcome =
-                    topic->produce_now(input, partitions.empty() ? nullptr : partitions.data(), true);
-                if (outcome == detail::produce_outcome::must_wait) {
-                    return std::nullopt;
-                }
-                return std::tuple(detail::produce_error(outcome));
-            } catch (...) {
-                // A storage failure (errc::io_error), or T's copy constructor threw.
-                return std::tuple(detail::current_exception_code(errc::invalid_argument));
-            }
+            return store_now(*topic, owned.empty() ? items : std::span<const T>(owned),
+                             partitions.empty() ? nullptr : partitions.data());
         }
 
         void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
@@ -201,16 +208,7 @@ private:
 
         std::optional<std::tuple<boost::system::error_code>> attempt()
         {
-            try {
-                const detail::produce_outcome outcome =
-                    topic->produce_now(std::span<const T>(&item, 1), partition ? &*partition : nullptr, true);
-                if (outcome == detail::produce_outcome::must_wait) {
-                    return std::nullopt;
-                }
-                return std::tuple(detail::produce_error(outcome));
-            } catch (...) {
-                return std::tuple(detail::current_exception_code(errc::invalid_argument));
-            }
+            return store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr);
         }
 
         void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&

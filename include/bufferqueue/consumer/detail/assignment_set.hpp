@@ -140,36 +140,39 @@ public:
             reassigned_.store(false, std::memory_order_relaxed);
         }
         const set_pointer previous = std::exchange(current_, std::move(next));
-        const auto let_go = [&](std::size_t partition) {
-            if (last_ && last_->partition == partition) {
-                last_revoked_ = true;
-            }
-            if (!held_ || held_->partition != partition) {
-                released(partition);
-            }
-        };
+        const auto is_held = [this](std::size_t partition) { return holding_ && last_.partition == partition; };
         for (const std::size_t partition : previous->partitions()) {
             if (!current_->contains(partition)) {
-                let_go(partition);
+                if (has_last_ && last_.partition == partition) {
+                    last_revoked_ = true;
+                }
+                if (!is_held(partition)) {
+                    released(partition);
+                }
             }
         }
         // Published to this consumer and taken away again before it adopted them: never read
-        // here, so let go at once (the membership ignores a partition reported twice).
+        // here, so let go at once (the membership ignores a partition reported twice). The held
+        // batch's partition goes only when the batch is released.
         std::sort(dropped.begin(), dropped.end());
         dropped.erase(std::unique(dropped.begin(), dropped.end()), dropped.end());
         for (const std::size_t partition : dropped) {
-            if (!previous->contains(partition) && !current_->contains(partition)) {
+            if (!previous->contains(partition) && !current_->contains(partition) && !is_held(partition)) {
                 released(partition);
             }
         }
+        // Decided here, once per adoption, so releasing the batch costs no look-up.
+        held_left_ = holding_ && !current_->contains(last_.partition);
     }
 
     /// A pull of `delivered` handed out a batch ending at `next_offset`.
     void delivered(const entry& delivered, std::uint64_t next_offset) noexcept
     {
-        held_ = delivered;
         last_ = delivered;
         last_next_offset_ = next_offset;
+        has_last_ = true;
+        holding_ = true;
+        held_left_ = false;
         last_revoked_ = false;
     }
 
@@ -177,29 +180,32 @@ public:
     /// (revoked while the batch was held), for the caller to report as released.
     std::optional<std::size_t> release_held() noexcept
     {
-        if (!held_) {
+        if (!holding_) {
             return std::nullopt;
         }
-        const entry released = *std::exchange(held_, std::nullopt);
-        released.storage->release_batch(*released.cursor);
-        if (current_->contains(released.partition)) {
+        holding_ = false;
+        last_.storage->release_batch(*last_.cursor);
+        if (!held_left_) {
             return std::nullopt;
         }
-        return released.partition;
+        held_left_ = false;
+        return last_.partition;
     }
 
     /// The partition of the last delivered batch (valid after a delivery).
-    const entry& last() const noexcept { return *last_; }
+    const entry& last() const noexcept { return last_; }
     std::uint64_t last_next_offset() const noexcept { return last_next_offset_; }
     /// The last delivered batch's partition was revoked since: committing it must fail.
     bool last_revoked() const noexcept { return last_revoked_; }
 
 private:
-    set_pointer current_;  // owned by the consumer's operation
-    std::optional<entry> held_;
-    std::optional<entry> last_;
+    set_pointer current_;  // owned by the consumer's operation, like the members up to mutex_
+    entry last_{};         // the last delivered batch's partition (when has_last_)
     std::uint64_t last_next_offset_ = 0;
-    bool last_revoked_ = false;
+    bool has_last_ = false;
+    bool holding_ = false;       // the batch of last_ is still held (its items valid)
+    bool held_left_ = false;     // holding_, and its partition is no longer in current_
+    bool last_revoked_ = false;  // last_'s partition left an adopted set since its delivery
 
     mutable spin_mutex mutex_;
     set_pointer latest_;                   // guarded by mutex_

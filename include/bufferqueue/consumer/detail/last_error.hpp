@@ -21,8 +21,22 @@ public:
     void record(const boost::system::error_code& error, const std::string& detail, Describe&& describe) noexcept
     {
         if (!error && !has_text_) {
-            return;
+            return;  // the common case, inline: a run of successes
         }
+        record_change(error, detail, describe);
+    }
+
+    /// A copy of the recorded text; empty after a success. Allocates the copy.
+    std::string text() const
+    {
+        std::lock_guard lock(mutex_);
+        return text_;
+    }
+
+private:
+    template <class Describe>
+    void record_change(const boost::system::error_code& error, const std::string& detail, Describe& describe) noexcept
+    {
         std::string text;
         if (error) {
             try {
@@ -38,14 +52,6 @@ public:
         has_text_ = static_cast<bool>(error);
     }
 
-    /// A copy of the recorded text; empty after a success. Allocates the copy.
-    std::string text() const
-    {
-        std::lock_guard lock(mutex_);
-        return text_;
-    }
-
-private:
     bool has_text_ = false;  // owned by the recording thread: text_ is not empty
     mutable spin_mutex mutex_;
     std::string text_;  // guarded by mutex_

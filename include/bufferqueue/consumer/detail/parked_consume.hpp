@@ -2,6 +2,7 @@
 #pragma once
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 
@@ -20,16 +21,26 @@ class parked_consume {
 public:
     using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>>;
 
-    /// Takes `busy` for a new operation and forgets an earlier cancel; false when `busy` was taken.
-    /// Under the lock with the reset, so a cancel that sees the operation busy is never lost.
-    bool begin_operation(std::atomic<bool>& busy) noexcept
+    /// Takes `busy` for a new operation and forgets an earlier cancel; false when another operation
+    /// holds `busy`. Under the lock with the reset, so a cancel that sees the operation busy is never
+    /// lost.
+    /// An adoption holding `busy` is waited out, outside the lock.
+    bool begin_operation(operation_flag& busy) noexcept
     {
-        std::lock_guard lock(mutex_);
-        if (busy.exchange(true, std::memory_order_acquire)) {
-            return false;
+        for (unsigned spins = 0;; ++spins) {
+            {
+                std::lock_guard lock(mutex_);
+                const operation_flag::attempt result = busy.try_begin_once();
+                if (result == operation_flag::attempt::taken) {
+                    cancel_requested_ = false;
+                    return true;
+                }
+                if (result == operation_flag::attempt::busy) {
+                    return false;
+                }
+            }
+            operation_flag::pause(spins);
         }
-        cancel_requested_ = false;
-        return true;
     }
 
     /// Before registering with the signals: forgets earlier wake-ups.
@@ -89,10 +100,10 @@ public:
 
     /// Requests cancellation of the operation in progress (none when `busy` is clear); returns the
     /// parked completion, to abort.
-    completion_ptr cancel(const std::atomic<bool>& busy) noexcept
+    completion_ptr cancel(const operation_flag& busy) noexcept
     {
         std::lock_guard lock(mutex_);
-        if (!busy.load(std::memory_order_acquire)) {
+        if (!busy.in_operation()) {
             return nullptr;
         }
         cancel_requested_ = true;

@@ -55,7 +55,10 @@ public:
         const std::span<const entry> entries = assignment_.current().entries();
         const std::size_t count = entries.size();
         for (std::size_t step = 0; step < count; ++step) {
-            const std::size_t index = (ring_position_ + step) % count;
+            std::size_t index = ring_position_ + step;  // ring_position_ < count: no division needed
+            if (index >= count) {
+                index -= count;
+            }
             const entry& each = entries[index];
             pull_result<T> pulled;
             try {
@@ -65,13 +68,13 @@ public:
                 // partition after it, so one bad record cannot stall the consumer's other partitions.
                 error = current_exception_code(errc::corrupt_data);
                 failure_detail_ = exception_message();
-                ring_position_ = (index + 1) % count;
+                ring_position_ = index + 1 == count ? 0 : index + 1;
                 return std::nullopt;
             }
             if (pulled.items.empty()) {
                 continue;
             }
-            ring_position_ = (index + 1) % count;
+            ring_position_ = index + 1 == count ? 0 : index + 1;
             assignment_.delivered(each, pulled.next_offset);
             if (auto_commit_) {
                 error = commit_position(each, pulled.next_offset);

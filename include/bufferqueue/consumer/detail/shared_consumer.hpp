@@ -4,6 +4,7 @@
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
 #include "bufferqueue/consumer/detail/last_error.hpp"
+#include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/consumer/detail/parked_consume.hpp"
 #include "bufferqueue/consumer/detail/ring_reader.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
@@ -70,27 +71,30 @@ public:
 
     consume_attempt<T> begin_consume(bool will_wait) override
     {
+        consume_attempt<T> attempt;  // one object, returned everywhere: no move of it on return
         if (is_closed()) {
-            return {make_error_code(errc::closed), {}};
+            attempt.error = make_error_code(errc::closed);
+            return attempt;
         }
         if (!parked_.begin_operation(busy_)) {
-            return {make_error_code(busy_error()), {}};
+            attempt.error = make_error_code(busy_error());
+            return attempt;
         }
         if (is_closed()) {
             end_operation(false);
-            return {make_error_code(errc::closed), {}};
-        }
-        reader_.release_held_batch();
-        boost::system::error_code error;
-        auto delivered = reader_.scan(error);
-        if (delivered || error || !will_wait) {
-            record_outcome(error);
-            const bool handed_out = delivered.has_value();
-            consume_attempt<T> attempt{error, std::move(delivered), std::exchange(reader_.failure_detail(), {})};
-            end_operation(handed_out);
+            attempt.error = make_error_code(errc::closed);
             return attempt;
         }
-        return {};
+        reader_.release_held_batch();
+        attempt.delivered = reader_.scan(attempt.error);
+        if (attempt.delivered || attempt.error || !will_wait) {
+            record_outcome(attempt.error);
+            if (attempt.error) {
+                attempt.error_detail = std::exchange(reader_.failure_detail(), {});
+            }
+            end_operation(attempt.delivered.has_value());
+        }
+        return attempt;  // neither delivered nor failed, and will_wait: the caller waits
     }
 
     void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) override
@@ -112,7 +116,7 @@ public:
         if (reader_.auto_commit()) {
             return errc::auto_commit_enabled;
         }
-        if (busy_.exchange(true, std::memory_order_acquire)) {
+        if (!busy_.try_begin()) {
             return busy_error();
         }
         boost::system::error_code result;
@@ -191,9 +195,9 @@ public:
             parked->wake();
             return;
         }
-        while (assignment.reassigned() && !busy_.exchange(true, std::memory_order_seq_cst)) {
+        while (assignment.reassigned() && busy_.try_adopt()) {
             assignment.adopt([&released](std::size_t partition) { released.push_back(partition); });
-            busy_.store(false, std::memory_order_seq_cst);
+            busy_.end();
         }
     }
 
@@ -328,13 +332,15 @@ private:
     // A set published while the operation ran is adopted now, so an idle consumer lets go at once.
     void end_operation(bool handed_out_batch) noexcept
     {
-        busy_.store(false, std::memory_order_seq_cst);
+        busy_.end();
+        // Adopting here reports released partitions to the membership (which may take the group
+        // lock), so it runs as an operation: an adoption must never block.
+        while (reader_.assignment().reassigned() && busy_.try_begin_once() == operation_flag::attempt::taken) {
+            reader_.adopt_if_reassigned();
+            busy_.end();
+        }
         if (!handed_out_batch && parked_.closed(std::memory_order_seq_cst)) {
             detach_if_idle();
-        }
-        while (reader_.assignment().reassigned() && !busy_.exchange(true, std::memory_order_seq_cst)) {
-            reader_.adopt_if_reassigned();
-            busy_.store(false, std::memory_order_seq_cst);
         }
     }
 
@@ -348,11 +354,11 @@ private:
     // Detaches a closed consumer unless an operation is in progress (which detaches as it ends).
     void detach_if_idle() noexcept
     {
-        if (busy_.exchange(true, std::memory_order_seq_cst)) {
+        if (!busy_.try_begin()) {
             return;
         }
         detach();
-        busy_.store(false, std::memory_order_release);
+        busy_.end();
     }
 
     // Leaves the group for good: releases the held batch and tells the membership this consumer no
@@ -374,7 +380,7 @@ private:
     // Owned by the operation in progress (busy_ hands it over between threads), except the
     // assignment's thread-safe members.
     ring_reader<T, Partition> reader_;
-    std::atomic<bool> busy_{false};
+    operation_flag busy_;
     bool counted_ = false;               // set before the consumer is shared
     std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
     last_error_record last_error_;
