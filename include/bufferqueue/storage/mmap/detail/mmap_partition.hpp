@@ -139,9 +139,9 @@ public:
     /// Flushes what is pending (best effort), unmaps and closes every file. Idempotent.
     void close() noexcept
     {
-        const auto append_lock = writer_.lock();
+        auto append_lock = writer_.lock();
         const auto groups_lock = checkpoints_.lock();  // waits for a commit's checkpoint and retention
-        writer_.close_locked();
+        writer_.close_locked(append_lock);             // waits for a group-commit flush (which takes no groups lock)
     }
 
     /// Records ever appended to the partition (published ones), also before a restart. Lock-free.
