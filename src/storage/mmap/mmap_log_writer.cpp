@@ -340,10 +340,12 @@ void mmap_log_writer::write_producer_hint() noexcept
 }
 
 // producer.offset covers flushed data only: with group commit, records appended while the leader
-// msynced may follow flushed_position_; they count towards the next checkpoint.
+// msynced may follow flushed_position_; they count towards the next checkpoint. After a failed
+// rollover the flushed end includes the segment-end marker, which no checkpoint may point past.
 void mmap_log_writer::write_producer_checkpoint()
 {
-    const std::uint64_t offset = logical_offset(tail_->index, flushed_position_, files_.segment_size);
+    const std::uint64_t offset =
+        logical_offset(tail_->index, std::min(flushed_position_, tail_position_), files_.segment_size);
     if (offset != checkpointed_offset_) {
         write_checkpoint(producer_path_, offset);
         checkpointed_offset_ = offset;
