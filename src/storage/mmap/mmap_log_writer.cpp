@@ -121,7 +121,7 @@ void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std
         }
     }
     if (self.failure) {
-        std::rethrow_exception(self.failure);
+        throw error(self.failure->code, self.failure->message);
     }
 }
 
@@ -154,13 +154,13 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     const std::uint64_t to = tail_position_;
     const std::uint64_t items = items_;
     const std::uint64_t flush_end = logical_offset(segment.index, to, files_.segment_size);
-    std::exception_ptr failure;
+    std::shared_ptr<const flush_failure> failure;
     const auto start = std::chrono::steady_clock::now();
     lock.unlock();
     try {
         segment.region.flush(from, to - from);
     } catch (...) {
-        failure = std::current_exception();
+        failure = current_failure();
     }
     const auto finish = std::chrono::steady_clock::now();
     lock.lock();
@@ -179,7 +179,33 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
 }
 
 // Settles the waiting appends whose records end at or before `flushed_end`.
-void mmap_log_writer::settle(std::uint64_t flushed_end, const std::exception_ptr& failure) noexcept
+// The failure of the exception being handled (call inside a catch block). An `error` keeps its code
+// and message; anything else (out of memory) fails the waiting appends with `io_error`.
+std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_failure() noexcept
+{
+    try {
+        try {
+            throw;
+        } catch (const error& failure) {
+            std::string message = failure.what();
+            const std::string code_text = ": " + failure.code().message();
+            if (message.size() >= code_text.size() &&
+                message.compare(message.size() - code_text.size(), code_text.size(), code_text) == 0) {
+                message.resize(message.size() - code_text.size());
+            }
+            return std::make_shared<const flush_failure>(
+                flush_failure{static_cast<errc>(failure.code().value()), std::move(message)});
+        } catch (const std::exception& failure) {
+            return std::make_shared<const flush_failure>(flush_failure{errc::io_error, failure.what()});
+        }
+    } catch (...) {
+    }
+    static const auto unknown = std::make_shared<const flush_failure>(
+        flush_failure{errc::io_error, "a flush of a persistent partition failed"});
+    return unknown;
+}
+
+void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
 {
     const std::size_t before = waiters_.size();
     std::erase_if(waiters_, [&](durability_waiter* waiter) {
@@ -258,7 +284,7 @@ void mmap_log_writer::flush_range(std::uint64_t from, std::uint64_t to)
     try {
         tail_->region.flush(from, to - from);
     } catch (...) {
-        settle(logical_offset(tail_->index, to, files_.segment_size), std::current_exception());
+        settle(logical_offset(tail_->index, to, files_.segment_size), current_failure());
         throw;
     }
     settle(logical_offset(tail_->index, to, files_.segment_size), nullptr);
@@ -285,14 +311,8 @@ void mmap_log_writer::flush_for_commit(std::uint64_t next_offset)
     }
 }
 
-void mmap_log_writer::close_locked(std::unique_lock<std::mutex>& lock) noexcept
+void mmap_log_writer::close_locked() noexcept
 {
-    if (segments_.closed()) {
-        return;
-    }
-    while (flushing_) {
-        flush_done_.wait(lock);
-    }
     if (segments_.closed()) {
         return;
     }
@@ -302,8 +322,8 @@ void mmap_log_writer::close_locked(std::unique_lock<std::mutex>& lock) noexcept
         // Closing releases resources whatever happens; the next open recovers from disk.
     }
     if (!waiters_.empty()) {  // only when the flush failed before its msync
-        settle(UINT64_MAX, std::make_exception_ptr(
-                               error(errc::closed, files_.description + " was closed before the record was flushed")));
+        settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{
+                               errc::closed, files_.description + " was closed before the record was flushed"}));
     }
     segments_.close();
     tail_ = nullptr;

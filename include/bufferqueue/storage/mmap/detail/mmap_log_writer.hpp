@@ -14,8 +14,9 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <exception>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -90,9 +91,14 @@ public:
     /// up to it is flushed and producer.offset covers it. Throws `closed`, `io_error`. Thread-safe.
     void flush_for_commit(std::uint64_t next_offset);
 
-    /// Waits for a flush in flight, flushes what is pending (best effort), settles every waiting
-    /// append, then closes `segments` and unmaps flush.mark. `lock` is `lock()`. Never throws.
-    void close_locked(std::unique_lock<std::mutex>& lock) noexcept;
+    /// Waits until no group-commit flush is in flight (`lock` is `lock()`, released while waiting).
+    /// Holding the lock afterwards keeps it so: only an append holding it starts a flush.
+    void wait_for_idle_flush(std::unique_lock<std::mutex>& lock);
+
+    /// Flushes what is pending (best effort), settles every waiting append, then closes `segments`
+    /// and unmaps flush.mark. Caller holds `lock()` and waited with `wait_for_idle_flush` since
+    /// taking it. Never throws.
+    void close_locked() noexcept;
 
     /// The logical offset one past the newest published record (acquire). Thread-safe.
     std::uint64_t published_end() const noexcept { return published_end_.load(std::memory_order_acquire); }
@@ -106,12 +112,19 @@ private:
     static constexpr std::size_t producer_hint_records = 64 * 1024;
     static constexpr std::chrono::steady_clock::duration producer_hint_period = std::chrono::seconds(1);
 
+    // Why a flush failed, shared (read-only) by the waiting appends it settled: each throws an
+    // `error` of its own built from it, so no exception object is shared between threads.
+    struct flush_failure {
+        errc code = errc::io_error;
+        std::string message;  // the `error` message, without the code's own text
+    };
+
     // An append waiting for its records to be durable (group commit); lives on the waiting thread's
     // stack, registered in waiters_ until a flush settles it. Fields guarded by mutex_.
     struct durability_waiter {
         std::uint64_t end = 0;  // the logical offset one past its last record
         bool settled = false;
-        std::exception_ptr failure;  // the error of the flush that settled it, if it failed
+        std::shared_ptr<const flush_failure> failure;  // set when the flush that settled it failed
     };
 
     // The longest a flush leader waits for followers (see gather_followers).
@@ -121,11 +134,11 @@ private:
     void publish() noexcept;
     std::uint64_t written_end() const noexcept;
     void write_record(std::unique_lock<std::mutex>& lock);
-    void wait_for_idle_flush(std::unique_lock<std::mutex>& lock);
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
     void gather_followers(std::unique_lock<std::mutex>& lock);
     void lead_flush(std::unique_lock<std::mutex>& lock) noexcept;
-    void settle(std::uint64_t flushed_end, const std::exception_ptr& failure) noexcept;
+    static std::shared_ptr<const flush_failure> current_failure() noexcept;
+    void settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept;
     void flushed_tail(std::uint64_t position, std::uint64_t items) noexcept;
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;

@@ -140,8 +140,11 @@ public:
     void close() noexcept
     {
         auto append_lock = writer_.lock();
+        // Before the groups lock: the wait releases the append lock, which must never be taken again
+        // while the groups lock is held.
+        writer_.wait_for_idle_flush(append_lock);
         const auto groups_lock = checkpoints_.lock();  // waits for a commit's checkpoint and retention
-        writer_.close_locked(append_lock);             // waits for a group-commit flush (which takes no groups lock)
+        writer_.close_locked();
     }
 
     /// Records ever appended to the partition (published ones), also before a restart. Lock-free.
