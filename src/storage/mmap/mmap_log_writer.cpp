@@ -178,7 +178,6 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     flush_done_.notify_all();
 }
 
-// Settles the waiting appends whose records end at or before `flushed_end`.
 // The failure of the exception being handled (call inside a catch block). An `error` keeps its code
 // and message; anything else (out of memory) fails the waiting appends with `io_error`.
 std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_failure() noexcept
@@ -205,6 +204,7 @@ std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_f
     return unknown;
 }
 
+// Settles the waiting appends whose records end at or before `flushed_end`.
 void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
 {
     const std::size_t before = waiters_.size();
