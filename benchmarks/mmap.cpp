@@ -1,10 +1,23 @@
 // Persistent (mmap) topics: produce throughput for 64-byte records under each flush strategy beside
-// the raw floor of the same disk (memcpy into a mapping, msync of one dirty page), and the cost per
-// record of each serializer. Files go under $BUFFERQUEUE_BENCH_DIR (default: the working directory),
-// which should be on the disk being measured, not a tmpfs.
+// the raw floor of the same disk (memcpy into a mapping, msync of one dirty page, one write + msync
+// per record through the library's file layer), durable produce from 1 and 4 threads (group
+// commit), the durable stores a user would pick instead (SQLite in WAL mode with synchronous=FULL,
+// RocksDB with synced write batches; when found at configure time) and the cost per record of each
+// serializer. Files go under $BUFFERQUEUE_BENCH_DIR (default: the working directory), which should
+// be on the disk being measured, not a tmpfs.
 #include "bufferqueue/bufferqueue.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "bench_support.hpp"
+
+#if BUFFERQUEUE_BENCH_SQLITE
+#include <sqlite3.h>
+#endif
+#if BUFFERQUEUE_BENCH_ROCKSDB
+#include <rocksdb/db.h>
+#include <rocksdb/options.h>
+#include <rocksdb/write_batch.h>
+#endif
 
 #include <boost/asio/io_context.hpp>
 #include <fcntl.h>
@@ -18,6 +31,8 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <memory>
+#include <span>
 #include <string>
 #include <system_error>
 #include <vector>
@@ -91,6 +106,182 @@ void mmap_produce(benchmark::State& state, bq::flush_strategy flush, std::size_t
     }
     state.SetItemsProcessed(state.iterations());
 }
+
+/// A one-partition mmap topic of 64-byte records with the raw serializer.
+struct record_topic {
+    explicit record_topic(const std::filesystem::path& folder, bq::flush_strategy flush, std::size_t flush_batch_size)
+        : queue(io.get_executor())
+    {
+        queue.add_topic(bq::mmap_topic_options<record>{.name = "records",
+                                                       .partitions = 1,
+                                                       .data_directory = folder,
+                                                       .segment_size = 64ULL * 1024 * 1024,
+                                                       .flush = flush,
+                                                       .flush_batch_size = flush_batch_size,
+                                                       .serializer = bq::raw_serializer<record>{}});
+    }
+    boost::asio::io_context io;
+    bq::buffer_queue queue;
+};
+
+/// Durable produce under concurrency: `threads` threads each try_produce `per_thread` records, one
+/// per call, into one `immediate` partition; a round ends when every produce returned (each only
+/// once its record is durable). Concurrent produces share msyncs (group commit).
+void mmap_produce_concurrent(benchmark::State& state, std::size_t threads)
+{
+    constexpr std::size_t per_thread = 64;
+    scratch_directory directory;
+    record_topic topic(directory.path(), bq::flush_strategy::immediate, 100);
+    bq::producer<record> producer = topic.queue.producer<record>("records");
+    bq::bench::team team(threads);
+    std::atomic<bool> failed{false};
+    std::int64_t round_number = 0;
+    auto round = [&](std::size_t index) {
+        const std::int64_t first =
+            (round_number * static_cast<std::int64_t>(threads) + static_cast<std::int64_t>(index)) *
+            static_cast<std::int64_t>(per_thread);
+        for (std::size_t item = 0; item < per_thread; ++item) {
+            if (!producer.try_produce(make_record(first + static_cast<std::int64_t>(item)))) {
+                failed.store(true, std::memory_order_relaxed);
+            }
+        }
+    };
+    for (auto _ : state) {
+        state.SetIterationTime(team.run(round));
+        ++round_number;
+    }
+    if (failed.load()) {
+        state.SkipWithError("the mmap topic refused a record");
+    }
+    bq::bench::set_items(state, threads * per_thread);
+}
+
+/// Durable produce of 1,000 records per call (`immediate`: one msync per call, returning once durable).
+void mmap_produce_span(benchmark::State& state)
+{
+    constexpr std::size_t span = 1000;
+    scratch_directory directory;
+    record_topic topic(directory.path(), bq::flush_strategy::immediate, 100);
+    bq::producer<record> producer = topic.queue.producer<record>("records");
+    std::vector<record> records(span);
+    std::int64_t id = 0;
+    for (auto _ : state) {
+        for (record& item : records) {
+            item = make_record(id++);
+        }
+        if (!producer.try_produce(std::span<const record>(records))) {
+            state.SkipWithError("the mmap topic refused a batch");
+            break;
+        }
+    }
+    bq::bench::set_items(state, span);
+}
+
+/// Floor 3: one msync per record - a 64-byte memcpy into a mapping of a preallocated file, then the
+/// msync of that record's page through the library's file layer (detail/file.hpp), as an
+/// `immediate` produce without group commit pays.
+void floor_msync_per_record(benchmark::State& state)
+{
+    namespace detail = bq::detail;
+    scratch_directory directory;
+    constexpr std::size_t size = 64ULL * 1024 * 1024;
+    const detail::unique_fd file =
+        detail::open_file((directory.path() / "floor").string(), detail::open_mode::create_or_truncate);
+    detail::preallocate(file, 0, size);
+    const detail::mapped_region region = detail::map_file(file, size);
+    const record item = make_record(1);
+    std::size_t offset = 0;
+    for (auto _ : state) {
+        std::memcpy(region.data() + offset, &item, sizeof item);
+        region.flush(offset, sizeof item);
+        offset = (offset + sizeof item) % size;
+    }
+    state.SetItemsProcessed(state.iterations());
+}
+
+#if BUFFERQUEUE_BENCH_SQLITE
+/// Peer: SQLite 3 in WAL mode with synchronous=FULL (every commit fsyncs the WAL), one 64-byte blob
+/// per row through a prepared INSERT, `per_transaction` rows per transaction.
+void sqlite_insert(benchmark::State& state, std::size_t per_transaction)
+{
+    scratch_directory directory;
+    sqlite3* raw = nullptr;
+    if (sqlite3_open((directory.path() / "peer.db").c_str(), &raw) != SQLITE_OK) {
+        state.SkipWithError("sqlite3_open failed");
+        sqlite3_close(raw);
+        return;
+    }
+    const std::unique_ptr<sqlite3, int (*)(sqlite3*)> database(raw, sqlite3_close);
+    auto run = [&](const char* sql) {
+        return sqlite3_exec(database.get(), sql, nullptr, nullptr, nullptr) == SQLITE_OK;
+    };
+    if (!run("PRAGMA journal_mode=WAL") || !run("PRAGMA synchronous=FULL") ||
+        !run("CREATE TABLE records (id INTEGER PRIMARY KEY, payload BLOB NOT NULL)")) {
+        state.SkipWithError(sqlite3_errmsg(database.get()));
+        return;
+    }
+    sqlite3_stmt* raw_insert = nullptr;
+    sqlite3_prepare_v2(database.get(), "INSERT INTO records (id, payload) VALUES (?, ?)", -1, &raw_insert, nullptr);
+    const std::unique_ptr<sqlite3_stmt, int (*)(sqlite3_stmt*)> insert(raw_insert, sqlite3_finalize);
+    std::int64_t id = 0;
+    for (auto _ : state) {
+        bool ok = run("BEGIN");
+        for (std::size_t row = 0; row < per_transaction && ok; ++row) {
+            const record item = make_record(id);
+            sqlite3_bind_int64(insert.get(), 1, id++);
+            sqlite3_bind_blob(insert.get(), 2, &item, sizeof item, SQLITE_TRANSIENT);
+            ok = sqlite3_step(insert.get()) == SQLITE_DONE;
+            sqlite3_reset(insert.get());
+        }
+        if (!ok || !run("COMMIT")) {
+            state.SkipWithError(sqlite3_errmsg(database.get()));
+            break;
+        }
+    }
+    bq::bench::set_items(state, per_transaction);
+}
+#endif
+
+#if BUFFERQUEUE_BENCH_ROCKSDB
+/// Peer: RocksDB with synced writes (WriteOptions::sync: the WAL is fsynced before Write returns),
+/// `per_batch` 64-byte values per WriteBatch under 8-byte big-endian keys.
+void rocksdb_write(benchmark::State& state, std::size_t per_batch)
+{
+    scratch_directory directory;
+    rocksdb::Options options;
+    options.create_if_missing = true;
+    rocksdb::DB* raw = nullptr;
+    const rocksdb::Status opened = rocksdb::DB::Open(options, (directory.path() / "peer").string(), &raw);
+    if (!opened.ok()) {
+        state.SkipWithError(opened.ToString().c_str());
+        return;
+    }
+    const std::unique_ptr<rocksdb::DB> database(raw);
+    rocksdb::WriteOptions synced;
+    synced.sync = true;
+    std::uint64_t id = 0;
+    rocksdb::WriteBatch batch;
+    for (auto _ : state) {
+        batch.Clear();
+        for (std::size_t row = 0; row < per_batch; ++row) {
+            const record item = make_record(static_cast<std::int64_t>(id));
+            char key[8];
+            for (int byte = 0; byte < 8; ++byte) {
+                key[byte] = static_cast<char>(id >> (56 - 8 * byte));
+            }
+            ++id;
+            batch.Put(rocksdb::Slice(key, sizeof key),
+                      rocksdb::Slice(reinterpret_cast<const char*>(&item), sizeof item));
+        }
+        const rocksdb::Status written = database->Write(synced, &batch);
+        if (!written.ok()) {
+            state.SkipWithError(written.ToString().c_str());
+            break;
+        }
+    }
+    bq::bench::set_items(state, per_batch);
+}
+#endif
 
 /// A mapping of a preallocated file in the scratch directory.
 class mapped_file {
@@ -185,6 +376,22 @@ const bool registered = [] {
     configure(benchmark::RegisterBenchmark("mmap/produce/batch_1000", mmap_produce, bq::flush_strategy::batch, 1000));
     configure(benchmark::RegisterBenchmark("mmap/floor/memcpy_64B_into_mapping", floor_memcpy));
     configure(benchmark::RegisterBenchmark("mmap/floor/msync_one_page", floor_msync_page));
+    configure(benchmark::RegisterBenchmark("mmap/floor/msync_per_record_64B", floor_msync_per_record));
+    for (const std::size_t threads : {1, 4}) {
+        const std::string name = "mmap/produce/immediate_concurrent/p:" + std::to_string(threads);
+        benchmark::RegisterBenchmark(name.c_str(), mmap_produce_concurrent, threads)
+            ->Unit(benchmark::kMicrosecond)
+            ->UseManualTime();
+    }
+    configure(benchmark::RegisterBenchmark("mmap/produce/immediate_span_1000", mmap_produce_span));
+#if BUFFERQUEUE_BENCH_SQLITE
+    configure(benchmark::RegisterBenchmark("mmap/peer/sqlite_wal_full/per_record", sqlite_insert, 1));
+    configure(benchmark::RegisterBenchmark("mmap/peer/sqlite_wal_full/per_1000", sqlite_insert, 1000));
+#endif
+#if BUFFERQUEUE_BENCH_ROCKSDB
+    configure(benchmark::RegisterBenchmark("mmap/peer/rocksdb_sync/per_record", rocksdb_write, 1));
+    configure(benchmark::RegisterBenchmark("mmap/peer/rocksdb_sync/per_1000", rocksdb_write, 1000));
+#endif
     configure(benchmark::RegisterBenchmark("serializer/json", serializer_round_trip<bq::json_serializer<record>>));
     configure(
         benchmark::RegisterBenchmark("serializer/msgpack", serializer_round_trip<bq::msgpack_serializer<record>>));

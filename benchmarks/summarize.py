@@ -202,6 +202,38 @@ def targets(results):
                "floor; raw >= 10x faster than json", f"{rate / 1e6:.2f} M records/s; immediate at "
                f"{floor_ratio:.2f}x the msync floor ({immediate['time_us']:.0f} vs {msync['time_us']:.0f} us); "
                f"raw serializer {raw_ratio:.0f}x faster than json", rate >= 1e6 and floor_ratio >= 0.8 and raw_ratio >= 10)
+
+    # Issue 16, section 2: durable produce under concurrency (group commit) and the durable peers.
+    # The rows move different numbers of records per iteration, so these ratios compare records/s.
+    def rate_of(name):
+        entry = results.get(name, {})
+        return entry.get("items_per_second") if "time_us" in entry else None
+
+    def faster(ours, peer):
+        ours_rate, peer_rate = rate_of(ours), rate_of(peer)
+        return ours_rate / peer_rate if ours_rate and peer_rate else None
+
+    def krate(name):
+        value = rate_of(name)
+        return "n/a" if value is None else f"{value / 1e3:.1f} k/s"
+
+    four, one = "mmap/produce/immediate_concurrent/p:4", "mmap/produce/immediate_concurrent/p:1"
+    floor = "mmap/floor/msync_per_record_64B"
+    if rate_of(four):
+        scaling, over_floor = faster(four, one), faster(four, floor)
+        target(status, "16.2a", "durable produce, 4 producers on one immediate partition >= 3x one producer and "
+               ">= 3x the one-msync-per-record floor", f"{krate(four)} vs {krate(one)} = {fmt(scaling)}; floor "
+               f"{krate(floor)} = {fmt(over_floor)}", at_least(scaling, 3) and at_least(over_floor, 3))
+    span = "mmap/produce/immediate_span_1000"
+    rows = [("per record (ours: 4 producers, group commit)", four, "per_record"),
+            ("per 1,000 records (ours: one immediate produce of 1,000)", span, "per_1000")]
+    for label, ours, suffix in rows:
+        sqlite, rocksdb = f"mmap/peer/sqlite_wal_full/{suffix}", f"mmap/peer/rocksdb_sync/{suffix}"
+        if rate_of(ours) and (sqlite in results or rocksdb in results):
+            over_sqlite, over_rocksdb = faster(ours, sqlite), faster(ours, rocksdb)
+            target(status, "16.2b", f"durable {label} >= 3x SQLite (WAL, synchronous=FULL) and RocksDB (sync)",
+                   f"{krate(ours)}; SQLite {krate(sqlite)} = {fmt(over_sqlite)}; RocksDB {krate(rocksdb)} = "
+                   f"{fmt(over_rocksdb)}", at_least(over_sqlite, 3) and at_least(over_rocksdb, 3))
     return status
 
 

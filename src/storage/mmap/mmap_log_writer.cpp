@@ -13,6 +13,9 @@ mmap_log_writer::mmap_log_writer(const mmap_partition_files& files, settings con
       // A recovered tail past what is known durable is flushed before anything vouches for it: the
       // next flush (every commit whose checkpoint covers it, close, rollover) msyncs it.
       flushed_position_(tail.flushed_position),
+      // Only compared with the records appended since (the producer.offset cadence): the records of
+      // a recovered tail past flushed_position_ count as flushed.
+      flushed_items_(tail.end_items),
       // A last segment ended by a marker whose successor was never created (the process stopped in
       // a rollover, or the disk was full) stays ended: the next append creates the successor, so a
       // topic on a full disk can still be opened and read.
@@ -35,7 +38,12 @@ void mmap_log_writer::publish() noexcept
     published_end_.store(logical_offset(tail_->index, tail_position_, files_.segment_size), std::memory_order_release);
 }
 
-void mmap_log_writer::write_record()
+std::uint64_t mmap_log_writer::written_end() const noexcept
+{
+    return logical_offset(tail_->index, tail_position_, files_.segment_size);
+}
+
+void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock)
 {
     const std::uint64_t size = payload_.size();
     const std::uint64_t limit = max_payload_size(record_area());
@@ -45,7 +53,17 @@ void mmap_log_writer::write_record()
                                                 std::to_string(files_.segment_size) + " bytes (at most " +
                                                 std::to_string(limit) + " payload bytes)");
     }
-    if (tail_ended_ || !fits(record_area(), tail_position_, size)) {
+    while (tail_ended_ || !fits(record_area(), tail_position_, size)) {
+        if (flushing_) {
+            // A rollover waits for the leader's msync of the tail (which retention may delete once
+            // it is no longer the tail). Others append meanwhile: keep this record's payload aside
+            // and decide again.
+            std::vector<std::byte> record = std::move(payload_);
+            wait_for_idle_flush(lock);
+            payload_ = std::move(record);
+            require_open();
+            continue;
+        }
         // A segment-end marker is final: once written (even if the rollover then failed, or the
         // process stopped before it), the next record goes to the next segment.
         if (!tail_ended_) {
@@ -75,6 +93,134 @@ void mmap_log_writer::mark_flushed(std::uint64_t flushed_end) noexcept
     }
 }
 
+void mmap_log_writer::wait_for_idle_flush(std::unique_lock<std::mutex>& lock)
+{
+    while (flushing_) {
+        flush_done_.wait(lock);
+    }
+}
+
+// Group commit: waits until a flush settled this append, leading one when none is in flight.
+void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end)
+{
+    if (logical_offset(tail_->index, flushed_position_, files_.segment_size) >= end) {
+        return;
+    }
+    durability_waiter self{.end = end};
+    waiters_.push_back(&self);
+    follower_arrived_.notify_one();
+    while (!self.settled) {
+        if (flushing_) {
+            flush_done_.wait(lock);
+        } else if (segments_.closed()) {
+            // Not reached: close settles every waiter. Kept so a waiter can never touch a closed tail.
+            std::erase(waiters_, &self);
+            throw error(errc::closed, files_.description + " was closed before the record was flushed");
+        } else {
+            lead_flush(lock);
+        }
+    }
+    if (self.failure) {
+        throw error(self.failure->code, self.failure->message);
+    }
+}
+
+// The leader waits (mutex released) until as many appends wait as the last flush settled or left
+// waiting - the producers of that flush coming back with their next record - or for half the last
+// msync's time (at most max_gather_time). A single producer never waits: it is its own follower.
+// Without this, the producers acknowledged by one flush would miss the next (already started by
+// the first of them back) and alternate between two half-full flushes.
+void mmap_log_writer::gather_followers(std::unique_lock<std::mutex>& lock)
+{
+    if (waiters_.size() >= expected_followers_) {
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::steady_clock::duration>(last_flush_time_ / 2, max_gather_time);
+    while (waiters_.size() < expected_followers_ &&
+           follower_arrived_.wait_until(lock, deadline) != std::cv_status::timeout) {
+    }
+}
+
+// Flushes everything appended so far with the mutex released, then settles the appends it covered
+// and wakes the others. Nothing else flushes, rolls over or closes while flushing_ is set, so the
+// tail stays the tail (and mapped) throughout.
+void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
+{
+    flushing_ = true;
+    gather_followers(lock);
+    mmap_segment_file& segment = *tail_;
+    const std::uint64_t from = flushed_position_;
+    const std::uint64_t to = tail_position_;
+    const std::uint64_t items = items_;
+    const std::uint64_t flush_end = logical_offset(segment.index, to, files_.segment_size);
+    std::shared_ptr<const flush_failure> failure;
+    const auto start = std::chrono::steady_clock::now();
+    lock.unlock();
+    try {
+        segment.region.flush(from, to - from);
+    } catch (...) {
+        failure = current_failure();
+    }
+    const auto finish = std::chrono::steady_clock::now();
+    lock.lock();
+    last_flush_time_ = finish - start;
+    flushing_ = false;
+    if (!failure) {
+        flushed_tail(to, items);
+        unflushed_records_ = 0;
+        if (producer_hint_due()) {
+            write_producer_hint();
+        }
+    }
+    expected_followers_ = waiters_.size();
+    settle(flush_end, failure);
+    flush_done_.notify_all();
+}
+
+// The failure of the exception being handled (call inside a catch block). An `error` keeps its code
+// and message; anything else (out of memory) fails the waiting appends with `io_error`.
+std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_failure() noexcept
+{
+    try {
+        try {
+            throw;
+        } catch (const error& failure) {
+            std::string message = failure.what();
+            const std::string code_text = ": " + failure.code().message();
+            if (message.size() >= code_text.size() &&
+                message.compare(message.size() - code_text.size(), code_text.size(), code_text) == 0) {
+                message.resize(message.size() - code_text.size());
+            }
+            return std::make_shared<const flush_failure>(
+                flush_failure{static_cast<errc>(failure.code().value()), std::move(message)});
+        } catch (const std::exception& failure) {
+            return std::make_shared<const flush_failure>(flush_failure{errc::io_error, failure.what()});
+        }
+    } catch (...) {
+    }
+    static const auto unknown = std::make_shared<const flush_failure>(
+        flush_failure{errc::io_error, "a flush of a persistent partition failed"});
+    return unknown;
+}
+
+// Settles the waiting appends whose records end at or before `flushed_end`.
+void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
+{
+    const std::size_t before = waiters_.size();
+    std::erase_if(waiters_, [&](durability_waiter* waiter) {
+        if (waiter->end > flushed_end) {
+            return false;
+        }
+        waiter->settled = true;
+        waiter->failure = failure;
+        return true;
+    });
+    if (waiters_.size() != before) {
+        flush_done_.notify_all();
+    }
+}
+
 // Records end at least `record_header_size` bytes before the end of a segment, so every segment this
 // writer fills ends with a segment-end marker, and a rollover happens before the record that does
 // not fit is written (a failed rollover leaves nothing half-done).
@@ -100,10 +246,9 @@ void mmap_log_writer::reserve(mmap_segment_file& segment, std::uint64_t end)
 // the next append retries.
 void mmap_log_writer::roll_over(std::uint64_t flush_end)
 {
-    if (flush_end > flushed_position_) {
-        tail_->region.flush(flushed_position_, flush_end - flushed_position_);
-        flushed_position_ = flush_end;
-    }
+    flush_range(flushed_position_, flush_end);
+    flushed_position_ = flush_end;
+    flushed_items_ = items_;
     mark_flushed(tail_position_);  // the records before the marker
     unflushed_records_ = 0;
     tail_ = &segments_.append(create_mmap_segment(files_, tail_->index + 1, reservation_chunk, items_));
@@ -118,9 +263,8 @@ void mmap_log_writer::roll_over(std::uint64_t flush_end)
 void mmap_log_writer::flush_locked(bool force_checkpoint)
 {
     if (tail_position_ > flushed_position_) {
-        tail_->region.flush(flushed_position_, tail_position_ - flushed_position_);
-        flushed_position_ = tail_position_;
-        mark_flushed(flushed_position_);
+        flush_range(flushed_position_, tail_position_);
+        flushed_tail(tail_position_, items_);
     }
     unflushed_records_ = 0;
     if (force_checkpoint) {
@@ -130,9 +274,37 @@ void mmap_log_writer::flush_locked(bool force_checkpoint)
     }
 }
 
+// The msync of bytes [from, to) of the tail, under mutex_ with no leader in flight. It settles the
+// waiting appends it covers (all of them: they are all in the tail), with its error if it fails.
+void mmap_log_writer::flush_range(std::uint64_t from, std::uint64_t to)
+{
+    if (to <= from) {
+        return;
+    }
+    try {
+        tail_->region.flush(from, to - from);
+    } catch (...) {
+        settle(logical_offset(tail_->index, to, files_.segment_size), current_failure());
+        throw;
+    }
+    settle(logical_offset(tail_->index, to, files_.segment_size), nullptr);
+}
+
+// After a successful msync of the tail up to `position`, which holds `items` records.
+void mmap_log_writer::flushed_tail(std::uint64_t position, std::uint64_t items) noexcept
+{
+    if (position > flushed_position_) {
+        flushed_position_ = position;
+        flushed_items_ = items;
+        mark_flushed(position);
+    }
+}
+
 void mmap_log_writer::flush_for_commit(std::uint64_t next_offset)
 {
-    const std::lock_guard lock(mutex_);
+    std::unique_lock lock(mutex_);
+    require_open();
+    wait_for_idle_flush(lock);
     require_open();
     if (checkpointed_offset_ < next_offset) {
         flush_locked(true);
@@ -148,6 +320,10 @@ void mmap_log_writer::close_locked() noexcept
         flush_locked(true);
     } catch (...) {
         // Closing releases resources whatever happens; the next open recovers from disk.
+    }
+    if (!waiters_.empty()) {  // only when the flush failed before its msync
+        settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{
+                               errc::closed, files_.description + " was closed before the record was flushed"}));
     }
     segments_.close();
     tail_ = nullptr;
@@ -183,14 +359,18 @@ void mmap_log_writer::write_producer_hint() noexcept
     }
 }
 
+// producer.offset covers flushed data only: with group commit, records appended while the leader
+// msynced may follow flushed_position_; they count towards the next checkpoint. After a failed
+// rollover the flushed end includes the segment-end marker, which no checkpoint may point past.
 void mmap_log_writer::write_producer_checkpoint()
 {
-    const std::uint64_t offset = logical_offset(tail_->index, tail_position_, files_.segment_size);
+    const std::uint64_t offset =
+        logical_offset(tail_->index, std::min(flushed_position_, tail_position_), files_.segment_size);
     if (offset != checkpointed_offset_) {
         write_checkpoint(producer_path_, offset);
         checkpointed_offset_ = offset;
     }
-    records_since_checkpoint_ = 0;
+    records_since_checkpoint_ = static_cast<std::size_t>(items_ - flushed_items_);
     checkpoint_time_ = std::chrono::steady_clock::now();
     producer_hint_failed_ = false;
 }

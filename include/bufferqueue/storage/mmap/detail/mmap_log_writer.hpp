@@ -1,6 +1,6 @@
 // Internal: the writer of a persistent partition's log - appends, disk reservation, rollover,
-// flushes (msync and flush.mark) and the producer.offset recovery hint (see docs/mmap-storage.md,
-// "Writing" and "Flushing").
+// flushes (msync and flush.mark), group commit of `immediate` produce calls and the producer.offset
+// recovery hint (see docs/mmap-storage.md, "Writing", "Flushing" and "Group commit").
 #pragma once
 
 #include "bufferqueue/error.hpp"
@@ -11,9 +11,12 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -23,6 +26,14 @@ namespace bufferqueue::detail {
 /// disk blocks ahead of the write position (so a full disk is an error, not SIGBUS), encode, then
 /// flush by strategy. It counts the records it appends, so `end_items()` is the item index of the
 /// next record (recovered at open). `published_end()` and `end_items()` are lock-free.
+///
+/// Group commit (`flush_strategy::immediate`): an append publishes its records, releases the mutex
+/// and waits (on a condition variable: callers are blocking-pool or user threads, never executor
+/// threads) until a flush covered its last record. When no flush is in flight one waiter becomes the
+/// flush leader: it waits briefly for the producers of the previous flush to append again (see
+/// `gather_followers`), msyncs everything appended so far with the mutex released, then settles
+/// every waiter the flush covered - with success, or with the flush's error - and wakes the others.
+/// At most one msync of the log runs at a time: rollovers, commits and close wait for the leader.
 class mmap_log_writer {
 public:
     /// The chunk of disk blocks reserved at a time (also when recovery creates a segment).
@@ -46,40 +57,47 @@ public:
 
     /// Appends `count` records, the payload of record `index` written by `serialize(index, payload)`
     /// into a cleared, reused buffer, counting them in `appended` (which may start above 0); then
-    /// publishes them, also when it throws part way. Throws what `serialize` throws, and
-    /// `bufferqueue::error`: `closed`, `invalid_argument` for a payload that cannot fit in a segment,
-    /// `io_error`. Thread-safe.
+    /// publishes them, also when it throws part way. With `flush_strategy::immediate` it then
+    /// returns only once a flush that succeeded covered its records (group commit, see above); a
+    /// failed flush throws its `io_error` in every call whose records it covered. Throws what
+    /// `serialize` throws, and `bufferqueue::error`: `closed`, `invalid_argument` for a payload that
+    /// cannot fit in a segment, `io_error`. Thread-safe; blocks (never call it on an executor thread).
     template <class Serialize>
     void append(std::size_t count, std::size_t& appended, Serialize&& serialize)
     {
-        const std::lock_guard lock(mutex_);
+        std::unique_lock lock(mutex_);
         require_open();
         try {
             while (appended < count) {
                 payload_.clear();
                 serialize(appended, payload_);
-                write_record();
+                write_record(lock);
                 ++appended;
                 if (settings_.flush == flush_strategy::batch && unflushed_records_ >= settings_.flush_batch_size) {
                     flush_locked(false);
                 }
-            }
-            if (settings_.flush == flush_strategy::immediate) {
-                flush_locked(false);
             }
         } catch (...) {
             publish();
             throw;
         }
         publish();
+        if (settings_.flush == flush_strategy::immediate) {
+            wait_until_durable(lock, written_end());
+        }
     }
 
     /// A commit is a flush boundary: before a group's checkpoint may point at `next_offset`, the log
     /// up to it is flushed and producer.offset covers it. Throws `closed`, `io_error`. Thread-safe.
     void flush_for_commit(std::uint64_t next_offset);
 
-    /// Flushes what is pending (best effort), then closes `segments` and unmaps flush.mark. Caller
-    /// holds `lock()`. Never throws.
+    /// Waits until no group-commit flush is in flight (`lock` is `lock()`, released while waiting).
+    /// Holding the lock afterwards keeps it so: only an append holding it starts a flush.
+    void wait_for_idle_flush(std::unique_lock<std::mutex>& lock);
+
+    /// Flushes what is pending (best effort), settles every waiting append, then closes `segments`
+    /// and unmaps flush.mark. Caller holds `lock()` and waited with `wait_for_idle_flush` since
+    /// taking it. Never throws.
     void close_locked() noexcept;
 
     /// The logical offset one past the newest published record (acquire). Thread-safe.
@@ -94,13 +112,39 @@ private:
     static constexpr std::size_t producer_hint_records = 64 * 1024;
     static constexpr std::chrono::steady_clock::duration producer_hint_period = std::chrono::seconds(1);
 
+    // Why a flush failed, shared (read-only) by the waiting appends it settled: each throws an
+    // `error` of its own built from it, so no exception object is shared between threads.
+    struct flush_failure {
+        errc code = errc::io_error;
+        std::string message;  // the `error` message, without the code's own text
+    };
+
+    // An append waiting for its records to be durable (group commit); lives on the waiting thread's
+    // stack, registered in waiters_ until a flush settles it. Fields guarded by mutex_.
+    struct durability_waiter {
+        std::uint64_t end = 0;  // the logical offset one past its last record
+        bool settled = false;
+        std::shared_ptr<const flush_failure> failure;  // set when the flush that settled it failed
+    };
+
+    // The longest a flush leader waits for followers (see gather_followers).
+    static constexpr std::chrono::microseconds max_gather_time{500};
+
     void require_open() const;
     void publish() noexcept;
-    void write_record();
+    std::uint64_t written_end() const noexcept;
+    void write_record(std::unique_lock<std::mutex>& lock);
+    void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
+    void gather_followers(std::unique_lock<std::mutex>& lock);
+    void lead_flush(std::unique_lock<std::mutex>& lock) noexcept;
+    static std::shared_ptr<const flush_failure> current_failure() noexcept;
+    void settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept;
+    void flushed_tail(std::uint64_t position, std::uint64_t items) noexcept;
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;
     void reserve(mmap_segment_file& segment, std::uint64_t end);
     void roll_over(std::uint64_t flush_end);
+    void flush_range(std::uint64_t from, std::uint64_t to);
     void flush_locked(bool force_checkpoint);
     bool producer_hint_due() const noexcept;
     void write_producer_hint() noexcept;
@@ -116,6 +160,7 @@ private:
     mmap_segment_file* tail_ = nullptr;         // guarded by mutex_
     std::uint64_t tail_position_ = 0;           // guarded by mutex_
     std::uint64_t flushed_position_ = 0;        // guarded by mutex_
+    std::uint64_t flushed_items_ = 0;           // records before flushed_position_; mutex_
     bool tail_ended_ = false;                   // the tail holds a segment-end marker; mutex_
     std::uint64_t items_ = 0;                   // records appended, published or not; mutex_
     mapped_region flush_mark_;                  // flush.mark, written under mutex_
@@ -125,6 +170,16 @@ private:
     bool producer_hint_failed_ = false;         // guarded by mutex_
     // When producer.offset was last written, or the partition opened; guarded by mutex_.
     std::chrono::steady_clock::time_point checkpoint_time_ = std::chrono::steady_clock::now();
+    // Group commit, all guarded by mutex_: a leader is gathering or msyncing (then nothing else
+    // flushes, rolls over or closes); the appends waiting to be durable; how many appends the last
+    // leader's flush settled or left waiting (the followers the next leader waits for), and how long
+    // its msync took (bounds that wait).
+    bool flushing_ = false;
+    std::vector<durability_waiter*> waiters_;
+    std::size_t expected_followers_ = 0;
+    std::chrono::steady_clock::duration last_flush_time_{};
+    std::condition_variable flush_done_;        // a leader finished; waiters re-check
+    std::condition_variable follower_arrived_;  // an append started waiting; the gathering leader re-checks
     // Written together under mutex_ (items first), read by consumers: one cache line of their own.
     alignas(64) std::atomic<std::uint64_t> published_end_{0};
     std::atomic<std::uint64_t> published_items_{0};

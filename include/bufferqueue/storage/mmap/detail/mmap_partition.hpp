@@ -139,7 +139,10 @@ public:
     /// Flushes what is pending (best effort), unmaps and closes every file. Idempotent.
     void close() noexcept
     {
-        const auto append_lock = writer_.lock();
+        auto append_lock = writer_.lock();
+        // Before the groups lock: the wait releases the append lock, which must never be taken again
+        // while the groups lock is held.
+        writer_.wait_for_idle_flush(append_lock);
         const auto groups_lock = checkpoints_.lock();  // waits for a commit's checkpoint and retention
         writer_.close_locked();
     }
