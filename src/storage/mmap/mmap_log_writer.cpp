@@ -22,7 +22,8 @@ mmap_log_writer::mmap_log_writer(const mmap_partition_files& files, settings con
       tail_ended_(tail.tail_ended), items_(tail.end_items), flush_mark_(std::move(flush_mark)),
       checkpointed_offset_(tail.checkpointed_offset)
 {
-    publish();
+    // Everything recovered is readable (it survived the stop), also a tail past what is known durable.
+    publish_up_to(tail_position_, items_);
 }
 
 void mmap_log_writer::require_open() const
@@ -32,10 +33,34 @@ void mmap_log_writer::require_open() const
     }
 }
 
+// What consumers may read. Under `immediate` only what an msync made durable: a consumer never sees
+// a record that a power loss could take back or whose producer is told its flush failed (a later
+// flush that succeeds publishes it). Under `batch` everything appended.
 void mmap_log_writer::publish() noexcept
 {
-    published_items_.store(items_, std::memory_order_release);
-    published_end_.store(logical_offset(tail_->index, tail_position_, files_.segment_size), std::memory_order_release);
+    if (settings_.flush == flush_strategy::immediate) {
+        publish_up_to(std::min(flushed_position_, tail_position_), flushed_items_);
+    } else {
+        publish_up_to(tail_position_, items_);
+    }
+}
+
+// Publishes the records of the tail before `position` (`items` records in all), unless more is
+// published already (a recovered tail past the flushed end). Under mutex_ (or in the constructor).
+void mmap_log_writer::publish_up_to(std::uint64_t position, std::uint64_t items) noexcept
+{
+    const std::uint64_t end = logical_offset(tail_->index, position, files_.segment_size);
+    if (end < published_end_.load(std::memory_order_relaxed)) {
+        return;
+    }
+    published_items_.store(items, std::memory_order_release);
+    published_end_.store(end, std::memory_order_release);
+}
+
+std::uint64_t mmap_log_writer::appended_items() const
+{
+    const std::lock_guard lock(mutex_);
+    return items_;
 }
 
 std::uint64_t mmap_log_writer::written_end() const noexcept
@@ -255,6 +280,7 @@ void mmap_log_writer::roll_over(std::uint64_t flush_end)
     tail_position_ = segment_header_size;
     flushed_position_ = segment_header_size;
     tail_ended_ = false;
+    publish();  // everything before the new segment is flushed
     write_producer_hint();
 }
 
@@ -297,6 +323,7 @@ void mmap_log_writer::flushed_tail(std::uint64_t position, std::uint64_t items) 
         flushed_position_ = position;
         flushed_items_ = items;
         mark_flushed(position);
+        publish();
     }
 }
 

@@ -149,13 +149,13 @@ std::future<produce_outcome> produce_async(partition_type& partition, const msyn
     });
 }
 
-// Waits (bounded) until the partition published `count` records: the appends ran.
+// Waits (bounded) until the partition appended `count` records, durable or not: the appends ran.
 bool wait_for_items(const partition_type& partition, std::uint64_t count)
 {
-    for (int attempt = 0; attempt < 5000 && partition.end_items() < count; ++attempt) {
+    for (int attempt = 0; attempt < 5000 && partition.appended_items() < count; ++attempt) {
         std::this_thread::sleep_for(1ms);
     }
-    return partition.end_items() >= count;
+    return partition.appended_items() >= count;
 }
 
 std::vector<std::string> read_all(const fs::path& folder)
@@ -320,4 +320,39 @@ TEST_CASE("mmap group commit: concurrent producers get every acknowledged record
         const int thread = std::stoi(item.substr(0, colon));
         CHECK(std::stoi(item.substr(colon + 1)) == next[static_cast<std::size_t>(thread)]++);
     }
+}
+
+TEST_CASE("mmap group commit: a record becomes readable only once the msync that covers it succeeded",
+          "[mmap][concurrency][group-commit]")
+{
+    // Seen failing with records published before their msync: the consumer read "first" while the
+    // msync that was to make it durable was still held (a power loss then would have taken back a
+    // record a consumer had seen, and whose producer could still be told it failed).
+    temporary_directory directory("bufferqueue-group-commit", memory_backed_temporary_path());
+    msync_gate gate(1, 2);  // the first msync is held; the second fails
+    partition_type partition(settings(directory.path()));
+    partition_type::cursor& cursor = partition.open_cursor("reader");
+
+    auto first = produce_async(partition, gate, "first");
+    REQUIRE(gate.wait_until_held());
+    REQUIRE(wait_for_items(partition, 1));
+    CHECK_FALSE(partition.has_data(cursor));
+    CHECK(partition.end_items() == 0);
+    CHECK(partition.pull(cursor, 10).items.empty());
+    gate.release();
+    CHECK_FALSE(first.get().error);
+    CHECK(partition.end_items() == 1);
+    REQUIRE(partition.has_data(cursor));
+    const bq::pull_result<std::string> pulled = partition.pull(cursor, 10);
+    REQUIRE(pulled.items.size() == 1);
+    CHECK(pulled.items[0] == "first");
+    partition.commit(cursor, pulled.next_offset);  // flushes nothing: "first" is durable
+    partition.release_batch(cursor);
+    CHECK(gate.started() == 1);
+
+    // A record whose msync failed is not readable either (its producer was told it failed).
+    auto second = produce_async(partition, gate, "second");
+    CHECK(second.get().error == bq::errc::io_error);
+    CHECK_FALSE(partition.has_data(cursor));
+    CHECK(partition.end_items() == 1);
 }

@@ -25,15 +25,16 @@ namespace bufferqueue::detail {
 /// the writer's mutex: serialize, check the size, roll over when the record does not fit, reserve
 /// disk blocks ahead of the write position (so a full disk is an error, not SIGBUS), encode, then
 /// flush by strategy. It counts the records it appends, so `end_items()` is the item index of the
-/// next record (recovered at open). `published_end()` and `end_items()` are lock-free.
+/// next published record (recovered at open). `published_end()` and `end_items()` are lock-free.
+/// Under `batch` an append publishes its records at once; under `immediate` a record is published
+/// (readable, and counted by `end_items()`) only once an msync made it durable.
 ///
-/// Group commit (`flush_strategy::immediate`): an append publishes its records, releases the mutex
-/// and waits (on a condition variable: callers are blocking-pool or user threads, never executor
-/// threads) until a flush covered its last record. When no flush is in flight one waiter becomes the
-/// flush leader: it waits briefly for the producers of the previous flush to append again (see
-/// `gather_followers`), msyncs everything appended so far with the mutex released, then settles
-/// every waiter the flush covered - with success, or with the flush's error - and wakes the others.
-/// At most one msync of the log runs at a time: rollovers, commits and close wait for the leader.
+/// Group commit (`flush_strategy::immediate`): an append releases the mutex and waits (on a condition variable: callers
+/// are blocking-pool or user threads, never executor threads) until a flush covered its last record. When no flush is
+/// in flight one waiter becomes the flush leader: it waits briefly for the producers of the previous flush to append
+/// again (see `gather_followers`), msyncs everything appended so far with the mutex released, then settles every waiter
+/// the flush covered - with success, or with the flush's error - and wakes the others. At most one msync of the log
+/// runs at a time: rollovers, commits and close wait for the leader.
 class mmap_log_writer {
 public:
     /// The chunk of disk blocks reserved at a time (also when recovery creates a segment).
@@ -106,6 +107,10 @@ public:
     /// Records ever appended to the partition, published ones only (acquire). Thread-safe.
     std::uint64_t end_items() const noexcept { return published_items_.load(std::memory_order_acquire); }
 
+    /// Records ever appended, published or not (under `immediate`, also those whose msync is still
+    /// running). Thread-safe; takes the writer's mutex.
+    std::uint64_t appended_items() const;
+
 private:
     // Bounds on how far producer.offset lags the flushed data on the produce path (see
     // producer_hint_due).
@@ -132,6 +137,7 @@ private:
 
     void require_open() const;
     void publish() noexcept;
+    void publish_up_to(std::uint64_t position, std::uint64_t items) noexcept;
     std::uint64_t written_end() const noexcept;
     void write_record(std::unique_lock<std::mutex>& lock);
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
@@ -155,7 +161,7 @@ private:
     mmap_segment_list& segments_;
     const std::string producer_path_;
 
-    std::mutex mutex_;
+    mutable std::mutex mutex_;
     std::vector<std::byte> payload_;            // guarded by mutex_
     mmap_segment_file* tail_ = nullptr;         // guarded by mutex_
     std::uint64_t tail_position_ = 0;           // guarded by mutex_

@@ -147,8 +147,13 @@ public:
         writer_.close_locked();
     }
 
-    /// Records ever appended to the partition (published ones), also before a restart. Lock-free.
+    /// Records ever appended to the partition (published ones: under `immediate`, durable ones), also
+    /// before a restart. Lock-free.
     std::uint64_t end_items() const noexcept { return writer_.end_items(); }
+
+    /// Records ever appended, published or not (see `mmap_log_writer::appended_items`). Takes the
+    /// writer's mutex.
+    std::uint64_t appended_items() const { return writer_.appended_items(); }
 
     /// The item index of the earliest record still held (after retention). Lock-free.
     std::uint64_t earliest_items() const noexcept { return checkpoints_.earliest_items(); }
