@@ -4,10 +4,13 @@
 #include "bufferqueue/storage/mmap/inspect/folder_verifier.hpp"
 #include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
 
+#include "bufferqueue/storage/mmap/detail/file_hooks.hpp"
+
 #include "catch.hpp"
 #include "inspect_test_support.hpp"
 #include "test_support.hpp"
 
+#include <cerrno>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -146,4 +149,24 @@ TEST_CASE("inspect: a folder that is not a data folder is named in the error", "
                       Catch::Contains("no topic 'nope'") && Catch::Contains("'clicks', 'orders'"));
     CHECK_THROWS_WITH(inspect::partition_reader(directory.string(), "clicks", 2),
                       Catch::Contains("no partition 2 in topic 'clicks' (it has 2 partitions"));
+}
+
+TEST_CASE("inspect: a segment that cannot be mapped is a problem naming the file, not a crash",
+          "[inspect][mmap][fault]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const std::string segment = bq::test::segment_path(inspect_partition(directory.path(), "orders"), 1).string();
+    const bq::detail::scoped_file_hooks hooks(
+        {.before_operation =
+             [&](bq::detail::file_operation operation, const std::string& path) {
+                 return operation == bq::detail::file_operation::map && path == segment ? EIO : 0;
+             },
+         .after_flush = {}});
+    const inspect::partition_reader reader(directory.string(), "orders", 0);
+    REQUIRE(reader.summary().problem);
+    CHECK_THAT(*reader.summary().problem, Catch::Contains(segment));
+    const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+    REQUIRE_FALSE(report.intact());
+    CHECK(report.problems[0].file == segment);
 }
