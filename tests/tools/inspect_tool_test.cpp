@@ -273,6 +273,8 @@ TEST_CASE("inspect tool: bad input is named with exit status 2", "[inspect][mmap
     check({"describe"}, "expected DIR");
     check({"describe", directory.file("missing")}, "missing does not exist");
     check({"verify", directory.string()}, "is not a bufferqueue data folder");
+    bq::test::write_file(directory.path() / "plain", {1, 2, 3});
+    check({"describe", directory.file("plain")}, "plain is not a folder");
     inspect_fixture(directory.path()).close();
     check({"dump", directory.string(), "payments", "0"}, "no topic 'payments'");
     check({"dump", directory.string(), "orders", "3"}, "no partition 3 in topic 'orders'");

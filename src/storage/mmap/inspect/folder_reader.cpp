@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <array>
+#include <filesystem>
 #include <utility>
 
 namespace bufferqueue::inspect {
@@ -74,6 +75,29 @@ std::uint64_t discover_segment_size(const std::string& folder)
     return detail::is_valid_segment_size(declared) ? declared : detail::file_size(file);
 }
 
+// True unless `path` (which exists) is known to be something other than a folder: its entry in the
+// parent folder says so. (A folder whose parent cannot be listed counts as a folder; listing it
+// then reports the real error.)
+bool is_folder(const std::string& path)
+{
+    const std::filesystem::path location = std::filesystem::path(path).lexically_normal();
+    const std::string name = location.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+        return true;
+    }
+    const std::string parent = location.has_parent_path() ? location.parent_path().string() : std::string(".");
+    try {
+        for (const detail::directory_entry& entry : detail::list_directory(parent)) {
+            if (entry.name == name) {
+                return entry.kind != detail::entry_kind::file;
+            }
+        }
+    } catch (const error&) {
+        // Listing `path` itself reports what is wrong.
+    }
+    return true;
+}
+
 std::string describe_partition(const std::string& topic, std::size_t partition)
 {
     return "topic '" + topic + "' partition " + std::to_string(partition);
@@ -96,24 +120,15 @@ std::vector<std::string> list_topics(const std::string& data_directory)
     if (!detail::path_exists(data_directory)) {
         throw error(errc::invalid_argument, "the folder " + data_directory + " does not exist");
     }
-    std::vector<std::string> topics;
-    bool is_folder = true;
-    try {
-        for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
-            if (entry.kind == detail::entry_kind::directory &&
-                !partitions_in(topic_folder(data_directory, entry.name)).empty()) {
-                topics.push_back(entry.name);
-            }
-        }
-    } catch (const error&) {
-        if (!detail::path_exists(data_directory + "/.")) {
-            is_folder = false;
-        } else {
-            throw;
-        }
-    }
-    if (!is_folder) {
+    if (!is_folder(data_directory)) {
         throw error(errc::invalid_argument, data_directory + " is not a folder");
+    }
+    std::vector<std::string> topics;
+    for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
+        if (entry.kind == detail::entry_kind::directory &&
+            !partitions_in(topic_folder(data_directory, entry.name)).empty()) {
+            topics.push_back(entry.name);
+        }
     }
     if (topics.empty()) {
         throw error(errc::invalid_argument,
