@@ -74,14 +74,15 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
     report_flush(file_operation::msync, path_, start, end - start);
 }
 
-mapped_region map_file(const unique_fd& file, std::size_t length)
+mapped_region map_file(const unique_fd& file, std::size_t length, map_access access)
 {
     if (length == 0) {
         throw error(errc::invalid_argument, "cannot map 0 bytes of " + file.path());
     }
     void* address = MAP_FAILED;
+    const int protection = access == map_access::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
     const int failure = run_checked(file_operation::map, file.path(), [&] {
-        address = ::mmap(nullptr, length, PROT_READ | PROT_WRITE, MAP_SHARED, file.get(), 0);
+        address = ::mmap(nullptr, length, protection, MAP_SHARED, file.get(), 0);
         return address == MAP_FAILED ? -1 : 0;
     });
     if (failure != 0) {

@@ -16,18 +16,20 @@ bool is_temporary(const std::string& name)
     return name.ends_with(temporary_suffix);
 }
 
-std::unique_ptr<mmap_segment_file> open_segment(const mmap_partition_files& files, std::uint64_t index)
+std::unique_ptr<mmap_segment_file> open_segment(const mmap_partition_files& files, std::uint64_t index,
+                                                map_access access)
 {
     auto segment = std::make_unique<mmap_segment_file>();
     segment->index = index;
     segment->path = files.segment_path(index);
-    segment->file = open_file(segment->path, open_mode::read_write);
+    segment->file =
+        open_file(segment->path, access == map_access::read_only ? open_mode::read_only : open_mode::read_write);
     const std::uint64_t size = file_size(segment->file);
     if (size != files.segment_size) {
         files.corrupt(segment->path, "has " + std::to_string(size) + " bytes, but the topic's segment_size is " +
                                          std::to_string(files.segment_size));
     }
-    segment->region = map_file(segment->file, static_cast<std::size_t>(size));
+    segment->region = map_file(segment->file, static_cast<std::size_t>(size), access);
     check_segment_header(segment->region.bytes(), index, files.segment_size, segment->path);
     return segment;
 }
@@ -234,7 +236,8 @@ partition_listing read_listing(const mmap_partition_files& files)
 
 // Finds the retained range from earliest.offset, lists the leftovers below it and opens (maps and
 // checks the header of) every retained segment.
-void open_retained_segments(const mmap_partition_files& files, mmap_recovered_state& state, partition_listing& listing)
+void open_retained_segments(const mmap_partition_files& files, mmap_recovered_state& state, partition_listing& listing,
+                            map_access access)
 {
     std::vector<std::uint64_t>& indices = listing.indices;
     const std::optional<std::uint64_t>& earliest_checkpoint = listing.earliest_checkpoint;
@@ -274,7 +277,7 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
                                                                    std::to_string(first_index) + " to " +
                                                                    std::to_string(indices.back()) + ")");
         }
-        state.segments.push_back(open_segment(files, indices[i]));
+        state.segments.push_back(open_segment(files, indices[i], access));
     }
 }
 
@@ -322,7 +325,7 @@ void number_segments(mmap_recovered_state& state, const record_counts& counts)
 
 }  // namespace
 
-mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
+mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files, map_access access)
 {
     mmap_recovered_state state;
     partition_listing listing = read_listing(files);
@@ -339,7 +342,7 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files)
         return state;
     }
 
-    open_retained_segments(files, state, listing);
+    open_retained_segments(files, state, listing, access);
 
     // Every retained record is walked once here (twice up to producer.offset when flush.mark vouches
     // for more), and counted on the way.

@@ -205,6 +205,25 @@ TEST_CASE("file: a mapped region writes through to the file", "[file]")
     CHECK(contents[detail::page_size() + 1] == 0x5A);
 }
 
+TEST_CASE("file: a read-only mapping reads a file opened read-only", "[file]")
+{
+    const temporary_directory directory;
+    const std::string path = directory.file("segment");
+    {
+        detail::unique_fd file = detail::open_file(path, detail::open_mode::create_new);
+        const std::vector<std::byte> bytes(64, std::byte{0x33});
+        detail::write_at(file, 0, bytes);
+    }
+    const detail::unique_fd file = detail::open_file(path, detail::open_mode::read_only);
+    // A read-write mapping of a descriptor opened read-only is refused by the OS (EACCES).
+    const auto writable = error_from([&] { detail::map_file(file, 64); });
+    REQUIRE(writable);
+    CHECK(writable->code() == errc::io_error);
+    const detail::mapped_region region = detail::map_file(file, 64, detail::map_access::read_only);
+    REQUIRE(region.size() == 64);
+    CHECK(region.bytes()[63] == std::byte{0x33});
+}
+
 TEST_CASE("file: map_file rejects a zero length and flush rejects a range outside the mapping", "[file]")
 {
     const temporary_directory directory;

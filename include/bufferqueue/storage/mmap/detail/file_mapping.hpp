@@ -13,7 +13,14 @@ namespace bufferqueue::detail {
 /// The memory page size (sysconf). Thread-safe; never allocates.
 std::size_t page_size() noexcept;
 
-/// A read-write shared mapping of the first `size()` bytes of a file. Move-only; unmaps when
+/// How `map_file` maps a file.
+enum class map_access {
+    read_write,  ///< PROT_READ | PROT_WRITE; the file must be open read-write
+    read_only,   ///< PROT_READ; the file may be open read-only; writing through the region faults
+};
+
+/// A shared mapping of the first `size()` bytes of a file (read-write unless made with
+/// `map_access::read_only`, whose bytes must only be read). Move-only; unmaps when
 /// destroyed. The mapping stays valid after the descriptor it was made from is closed.
 /// Bytes of the mapping past the end of the file must not be touched (SIGBUS): size the file
 /// (`truncate_file`) and reserve its blocks (`preallocate`) before writing through the mapping.
@@ -55,7 +62,7 @@ public:
     void unmap() noexcept;
 
 private:
-    friend mapped_region map_file(const unique_fd& file, std::size_t length);
+    friend mapped_region map_file(const unique_fd& file, std::size_t length, map_access access);
 
     mapped_region(std::byte* data, std::size_t size, std::string path) noexcept
         : data_(data), size_(size), path_(std::move(path))
@@ -67,9 +74,11 @@ private:
     std::string path_;
 };
 
-/// Maps the first `length` bytes of `file` read-write and shared (mmap with PROT_READ |
-/// PROT_WRITE, MAP_SHARED). `file` must be open read-write. Throws `error(errc::invalid_argument)`
-/// for a zero length and `error(errc::io_error)` naming the path when mmap fails.
-mapped_region map_file(const unique_fd& file, std::size_t length);
+/// Maps the first `length` bytes of `file` shared (mmap with MAP_SHARED): read-write (PROT_READ |
+/// PROT_WRITE; `file` must be open read-write) or, with `map_access::read_only`, PROT_READ alone
+/// (`file` may be open read-only, so read-only files and mounts can be mapped). Throws
+/// `error(errc::invalid_argument)` for a zero length and `error(errc::io_error)` naming the path
+/// when mmap fails.
+mapped_region map_file(const unique_fd& file, std::size_t length, map_access access = map_access::read_write);
 
 }  // namespace bufferqueue::detail

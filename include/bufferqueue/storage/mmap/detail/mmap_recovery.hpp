@@ -67,9 +67,12 @@ struct mmap_recovered_state {
 
 /// Step 1: reads and validates the partition in `files.folder` (a missing or empty folder is a new
 /// partition) and returns its state. Changes no file: `.tmp` leftovers are ignored here and removed
-/// by step 2. Throws `error(errc::corrupt_data)` naming the file and offset of an inconsistency,
-/// `error(errc::io_error)` when a file cannot be read or mapped.
-mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files);
+/// by step 2. With `map_access::read_only` (bufferqueue-inspect) the segments are opened read-only
+/// and mapped PROT_READ, so a read-only copy or mount can be checked; such a state must not be given
+/// to step 2 or to a writer. Throws `error(errc::corrupt_data)` naming the file and offset of an
+/// inconsistency, `error(errc::io_error)` when a file cannot be read or mapped.
+mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files,
+                                            map_access access = map_access::read_write);
 
 /// Step 2: applies the repairs `state` lists. Throws `error(errc::io_error)`; a failure part way
 /// leaves repairs that the next open makes again (each is idempotent).

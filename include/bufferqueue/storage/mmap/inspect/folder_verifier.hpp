@@ -1,0 +1,52 @@
+// bufferqueue: the read-only integrity check of a data folder of persistent topics
+// (`bufferqueue-inspect verify`, docs/inspect.md).
+//
+// For every partition of every topic it runs the library's recovery in read-only mode (what the next
+// open would find) and sweeps every file on its own: the header and every record of every segment
+// (CRC-32C, padding, where the records end), every checkpoint (producer.offset, earliest.offset,
+// earliest.items, each group's consumer.offset) and the group folder names. It never writes, takes no
+// lock and opens every file read-only.
+//
+// Problems are what would make the next open fail or lose data: damage inside data the library vouches
+// for as flushed, a damaged checkpoint, a missing segment. Notes are what the next open repairs on its
+// own, or what a running queue is doing: a partial record after the last complete one of the newest
+// segment (a tail being written, or torn by a crash - recovery cuts it off), leftovers of interrupted
+// atomic writes (`.tmp`), segments below earliest.offset whose deletion was interrupted, an invalid
+// flush.mark (recovery ignores it).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bufferqueue::inspect {
+
+/// One problem or note: the file, the byte in it where that applies, and what is wrong.
+struct verify_finding {
+    std::string file;
+    std::optional<std::uint64_t> byte;
+    std::string text;
+};
+
+/// What `verify_data_folder` found.
+struct verify_report {
+    std::vector<verify_finding> problems;  ///< damage; empty when the folder is intact
+    std::vector<verify_finding> notes;     ///< repaired by the next open, or a queue at work
+    std::size_t topics = 0;
+    std::size_t partitions = 0;
+    std::size_t segments = 0;     ///< segment files checked
+    std::uint64_t records = 0;    ///< records whose checksum was verified
+    std::size_t checkpoints = 0;  ///< checkpoint files checked
+
+    /// True when no problem was found.
+    bool intact() const noexcept { return problems.empty(); }
+};
+
+/// Checks every topic of `data_directory` (see the top of this file). Throws `error(errc::invalid_argument)`
+/// when the folder does not exist or is not a bufferqueue data folder (as `list_topics`); damage never
+/// throws, it is reported. Thread-safe.
+verify_report verify_data_folder(const std::string& data_directory);
+
+}  // namespace bufferqueue::inspect

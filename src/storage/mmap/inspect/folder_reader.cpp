@@ -1,0 +1,345 @@
+#include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
+#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+
+#include <algorithm>
+#include <array>
+#include <filesystem>
+#include <utility>
+
+namespace bufferqueue::inspect {
+
+namespace detail = bufferqueue::detail;
+
+namespace {
+
+constexpr std::string_view partition_prefix = "partition-";
+
+// The partition number in a folder name "partition-NNNNN", or nothing.
+std::optional<std::size_t> parse_partition_folder(const std::string& name)
+{
+    if (!name.starts_with(partition_prefix)) {
+        return std::nullopt;
+    }
+    const std::string number = name.substr(partition_prefix.size());
+    if (number.size() < 5 || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) {
+        return std::nullopt;
+    }
+    return static_cast<std::size_t>(std::stoull(number));
+}
+
+std::vector<std::size_t> partitions_in(const std::string& folder)
+{
+    std::vector<std::size_t> partitions;
+    for (const detail::directory_entry& entry : detail::list_directory(folder)) {
+        if (entry.kind == detail::entry_kind::directory) {
+            if (const auto partition = parse_partition_folder(entry.name)) {
+                partitions.push_back(*partition);
+            }
+        }
+    }
+    std::sort(partitions.begin(), partitions.end());
+    return partitions;
+}
+
+std::vector<std::uint64_t> segment_indices(const std::string& folder)
+{
+    std::vector<std::uint64_t> indices;
+    for (const detail::directory_entry& entry : detail::list_directory(folder)) {
+        if (const auto index = detail::parse_segment_file_name(entry.name);
+            index && entry.kind == detail::entry_kind::file) {
+            indices.push_back(*index);
+        }
+    }
+    std::sort(indices.begin(), indices.end());
+    return indices;
+}
+
+// The segment size the first segment's header declares, or that file's size when the header does not
+// declare a valid one; 0 when the partition has no segment.
+std::uint64_t discover_segment_size(const std::string& folder)
+{
+    const std::vector<std::uint64_t> indices = segment_indices(folder);
+    if (indices.empty()) {
+        return 0;
+    }
+    const std::string path = folder + "/" + detail::segment_file_name(indices.front());
+    const detail::unique_fd file = detail::open_file(path, detail::open_mode::read_only);
+    std::array<std::byte, detail::segment_header_size> header{};
+    const std::size_t read = detail::read_at(file, 0, header);
+    const std::uint64_t declared = read == header.size() ? detail::load_u64_little_endian(header.data() + 24) : 0;
+    return detail::is_valid_segment_size(declared) ? declared : detail::file_size(file);
+}
+
+// True unless `path` (which exists) is known to be something other than a folder: its entry in the
+// parent folder says so. (A folder whose parent cannot be listed counts as a folder; listing it
+// then reports the real error.)
+bool is_folder(const std::string& path)
+{
+    const std::filesystem::path location = std::filesystem::path(path).lexically_normal();
+    const std::string name = location.filename().string();
+    if (name.empty() || name == "." || name == "..") {
+        return true;
+    }
+    const std::string parent = location.has_parent_path() ? location.parent_path().string() : std::string(".");
+    try {
+        for (const detail::directory_entry& entry : detail::list_directory(parent)) {
+            if (entry.name == name) {
+                return entry.kind != detail::entry_kind::file;
+            }
+        }
+    } catch (const error&) {
+        // Listing `path` itself reports what is wrong.
+    }
+    return true;
+}
+
+std::string describe_partition(const std::string& topic, std::size_t partition)
+{
+    return "topic '" + topic + "' partition " + std::to_string(partition);
+}
+
+}  // namespace
+
+std::string topic_folder(const std::string& data_directory, const std::string& topic)
+{
+    return data_directory + "/" + topic;
+}
+
+std::string partition_folder(const std::string& data_directory, const std::string& topic, std::size_t partition)
+{
+    return detail::partition_folder(topic_folder(data_directory, topic), partition);
+}
+
+std::vector<std::string> list_topics(const std::string& data_directory)
+{
+    if (!detail::path_exists(data_directory)) {
+        throw error(errc::invalid_argument, "the folder " + data_directory + " does not exist");
+    }
+    if (!is_folder(data_directory)) {
+        throw error(errc::invalid_argument, data_directory + " is not a folder");
+    }
+    std::vector<std::string> topics;
+    for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
+        if (entry.kind == detail::entry_kind::directory &&
+            !partitions_in(topic_folder(data_directory, entry.name)).empty()) {
+            topics.push_back(entry.name);
+        }
+    }
+    if (topics.empty()) {
+        throw error(errc::invalid_argument,
+                    data_directory + " is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
+                                     "(give the data_directory of the mmap topics)");
+    }
+    return topics;
+}
+
+std::vector<std::size_t> list_partitions(const std::string& data_directory, const std::string& topic)
+{
+    const std::vector<std::string> topics = list_topics(data_directory);
+    if (std::find(topics.begin(), topics.end(), topic) == topics.end()) {
+        std::string known;
+        for (const std::string& each : topics) {
+            known += (known.empty() ? "'" : ", '") + each + "'";
+        }
+        throw error(errc::invalid_argument,
+                    "no topic '" + topic + "' in " + data_directory + " (its topics: " + known + ")");
+    }
+    return partitions_in(topic_folder(data_directory, topic));
+}
+
+struct partition_reader::segments {
+    std::optional<detail::mmap_recovered_state> state;               // when recovery succeeded
+    std::vector<std::unique_ptr<detail::mmap_segment_file>> opened;  // otherwise: what could be opened
+    std::vector<const detail::mmap_segment_file*> list;              // either way, oldest first
+};
+
+partition_reader::partition_reader(partition_reader&&) noexcept = default;
+partition_reader& partition_reader::operator=(partition_reader&&) noexcept = default;
+partition_reader::~partition_reader() = default;
+
+const detail::mmap_recovered_state* partition_reader::recovered() const noexcept
+{
+    return segments_->state ? &*segments_->state : nullptr;
+}
+
+partition_reader::partition_reader(const std::string& data_directory, const std::string& topic, std::size_t partition)
+    : segments_(std::make_unique<segments>())
+{
+    const std::vector<std::size_t> partitions = list_partitions(data_directory, topic);
+    if (std::find(partitions.begin(), partitions.end(), partition) == partitions.end()) {
+        throw error(errc::invalid_argument, "no partition " + std::to_string(partition) + " in topic '" + topic +
+                                                "' (it has " + std::to_string(partitions.size()) + " partition" +
+                                                (partitions.size() == 1 ? "" : "s") + ", numbered from 0)");
+    }
+    const std::string folder = inspect::partition_folder(data_directory, topic, partition);
+    const std::uint64_t segment_size = discover_segment_size(folder);
+    files_ = {.description = describe_partition(topic, partition),
+              .folder = folder,
+              .segment_size = segment_size == 0 ? detail::min_segment_size : segment_size};
+    summary_.topic = topic;
+    summary_.partition = partition;
+    summary_.folder = folder;
+    summary_.segment_size = segment_size;
+    try {
+        segments_->state = detail::recover_mmap_partition(files_, detail::map_access::read_only);
+    } catch (const error& failure) {
+        summary_.problem = failure.what();
+    }
+    if (segments_->state) {
+        const detail::mmap_recovered_state& state = *segments_->state;
+        for (const auto& segment : state.segments) {
+            segments_->list.push_back(segment.get());
+        }
+        summary_.earliest = state.earliest.items;
+        summary_.earliest_log_offset = state.earliest.offset;
+        summary_.end = state.tail.end_items;
+        const std::uint64_t last = state.first_segment_index + state.segments.size() - 1;
+        summary_.end_log_offset = detail::logical_offset(state.create_successor.value_or(last),
+                                                         state.tail.tail_position, files_.segment_size);
+        if (state.segments.empty()) {
+            summary_.end_log_offset = summary_.earliest_log_offset;
+        }
+        summary_.tail_bytes = state.cut_to > state.cut_from ? state.cut_to - state.cut_from : 0;
+        for (const auto& [group, position] : state.groups) {
+            summary_.groups.push_back(
+                {.group = group,
+                 .committed = position.items,
+                 .committed_log_offset = position.offset,
+                 .checkpoint_path = files_.group_checkpoint_path(detail::escape_group_name(group))});
+        }
+    } else {
+        // Damaged: open what can be opened, so that its records can still be dumped.
+        try {
+            for (const std::uint64_t index : segment_indices(folder)) {
+                auto segment = std::make_unique<detail::mmap_segment_file>();
+                segment->index = index;
+                segment->path = files_.segment_path(index);
+                segment->file = detail::open_file(segment->path, detail::open_mode::read_only);
+                if (detail::file_size(segment->file) != files_.segment_size) {
+                    continue;  // a file of the wrong size (or a bad header, below) is left out
+                }
+                segment->region = detail::map_file(segment->file, files_.segment_size, detail::map_access::read_only);
+                if (detail::validate_segment_header(segment->region.bytes(), index, files_.segment_size)) {
+                    continue;
+                }
+                segments_->list.push_back(segment.get());
+                segments_->opened.push_back(std::move(segment));
+            }
+        } catch (const error&) {
+            // Whatever was opened before the failure can be read.
+        }
+    }
+    summary_.segments = segments_->list.size();
+    summary_.bytes = summary_.segments * files_.segment_size;
+}
+
+std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
+{
+    if (!segments_->state) {
+        throw error(errc::corrupt_data, files_.description + " is damaged: " + summary_.problem.value_or(""));
+    }
+    if (item < summary_.earliest || item > summary_.end) {
+        throw error(errc::invalid_argument, files_.description + ": offset " + std::to_string(item) +
+                                                " is outside the valid range " + std::to_string(summary_.earliest) +
+                                                " to " + std::to_string(summary_.end) + " (earliest to log end)");
+    }
+    if (item == summary_.end) {
+        return summary_.end_log_offset;
+    }
+    const auto& list = segments_->list;
+    std::size_t slot = 0;
+    while (slot + 1 < list.size() && list[slot + 1]->first_item <= item) {
+        ++slot;
+    }
+    const detail::mmap_segment_file& segment = *list[slot];
+    std::uint64_t position = detail::segment_header_size;
+    for (std::uint64_t skip = item - segment.first_item; skip > 0; --skip) {
+        const auto record = detail::read_record(segment.region.bytes(), position);
+        if (!record) {
+            throw error(errc::corrupt_data, files_.description + ": record " + std::to_string(item) +
+                                                " cannot be found in " + segment.path);
+        }
+        position = record->next_position;
+    }
+    return detail::logical_offset(segment.index, position, files_.segment_size);
+}
+
+void partition_reader::read_records(std::uint64_t from, std::uint64_t count,
+                                    const std::function<void(const record_entry&)>& visit) const
+{
+    const bool recovered = segments_->state.has_value();
+    if (recovered && (from < summary_.earliest || from > summary_.end)) {
+        throw error(errc::invalid_argument, files_.description + ": offset " + std::to_string(from) +
+                                                " is outside the valid range " + std::to_string(summary_.earliest) +
+                                                " to " + std::to_string(summary_.end) + " (earliest to log end)");
+    }
+    const auto& list = segments_->list;
+    std::uint64_t item = recovered ? summary_.earliest : 0;
+    std::uint64_t emitted = 0;
+    for (std::size_t slot = 0; slot < list.size() && emitted < count; ++slot) {
+        const detail::mmap_segment_file& segment = *list[slot];
+        const bool last = slot + 1 == list.size();
+        if (recovered) {
+            item = segment.first_item;
+            if (!last && list[slot + 1]->first_item <= from) {
+                continue;  // every record of this segment lies before `from`
+            }
+        }
+        const std::span<const std::byte> bytes = segment.region.bytes();
+        std::uint64_t position = detail::segment_header_size;
+        for (;;) {
+            if (const auto record = detail::read_record(bytes, position)) {
+                if (item >= from) {
+                    visit({.item = item,
+                           .log_offset = detail::logical_offset(segment.index, position, files_.segment_size),
+                           .segment_file = detail::segment_file_name(segment.index),
+                           .position = position,
+                           .size = record->payload.size(),
+                           .payload = record->payload});
+                    if (++emitted == count) {
+                        return;
+                    }
+                }
+                ++item;
+                position = record->next_position;
+                continue;
+            }
+            if (detail::is_segment_end(bytes, position)) {
+                break;
+            }
+            const detail::scan_result stopped = detail::scan_segment(bytes, position);
+            const bool tail = recovered && last;
+            if (stopped.reason == detail::scan_stop::zero_header && (!tail || summary_.tail_bytes == 0)) {
+                if (!last) {
+                    visit({.item = item,
+                           .log_offset = detail::logical_offset(segment.index, position, files_.segment_size),
+                           .segment_file = detail::segment_file_name(segment.index),
+                           .position = position,
+                           .valid = false,
+                           .problem = "no record here (zero bytes), but a later segment exists"});
+                }
+                break;
+            }
+            const std::uint64_t declared = detail::load_u32_little_endian(bytes.data() + position);
+            const std::uint64_t available = bytes.size() - position - detail::record_header_size;
+            visit({.item = item,
+                   .log_offset = detail::logical_offset(segment.index, position, files_.segment_size),
+                   .segment_file = detail::segment_file_name(segment.index),
+                   .position = position,
+                   .size = declared,
+                   .valid = false,
+                   .payload = bytes.subspan(position + detail::record_header_size, std::min(declared, available)),
+                   .problem = tail ? "tail being written (or torn by a crash; the next open cuts it off)"
+                                   : std::string(detail::describe(stopped.reason)),
+                   .tail = tail});
+            break;
+        }
+    }
+}
+
+}  // namespace bufferqueue::inspect

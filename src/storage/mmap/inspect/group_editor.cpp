@@ -1,0 +1,124 @@
+#include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
+#include "bufferqueue/storage/mmap/detail/mmap_group_folder.hpp"
+#include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
+
+#include <algorithm>
+#include <optional>
+
+namespace bufferqueue::inspect {
+
+namespace detail = bufferqueue::detail;
+
+namespace {
+
+// Reads every partition of the topic and plans the change of `group` in those that hold it; a
+// partition without the group is left alone. `target` empty: a deletion.
+group_change_plan plan(const std::string& data_directory, const std::string& topic, const std::string& group,
+                       std::optional<reset_target> target, std::uint64_t offset)
+{
+    group_change_plan result{.topic = topic, .group = group, .changes = {}};
+    for (const std::size_t partition : list_partitions(data_directory, topic)) {
+        const partition_reader reader(data_directory, topic, partition);
+        const partition_summary& summary = reader.summary();
+        if (summary.problem) {
+            throw error(errc::corrupt_data, "refusing to change group '" + group + "': " + *summary.problem +
+                                                " (run bufferqueue-inspect verify)");
+        }
+        const auto found = std::find_if(summary.groups.begin(), summary.groups.end(),
+                                        [&](const group_position& each) { return each.group == group; });
+        if (found == summary.groups.end()) {
+            continue;
+        }
+        group_change change{.partition = partition,
+                            .current = found->committed,
+                            .target = found->committed,
+                            .end = summary.end,
+                            .target_log_offset = found->committed_log_offset,
+                            .checkpoint_path = found->checkpoint_path};
+        if (target) {
+            change.target = *target == reset_target::earliest ? summary.earliest
+                            : *target == reset_target::latest ? summary.end
+                                                              : offset;
+            if (change.target < summary.earliest || change.target > summary.end) {
+                throw error(errc::invalid_argument,
+                            "topic '" + topic + "' group '" + group + "' partition " + std::to_string(partition) +
+                                ": offset " + std::to_string(change.target) + " is outside the valid range " +
+                                std::to_string(summary.earliest) + " to " + std::to_string(summary.end) +
+                                " (earliest to log end, in records)");
+            }
+            change.target_log_offset = reader.log_offset_of(change.target);
+        }
+        result.changes.push_back(std::move(change));
+    }
+    if (result.changes.empty()) {
+        std::string known;
+        for (const std::size_t partition : list_partitions(data_directory, topic)) {
+            const partition_reader reader(data_directory, topic, partition);
+            for (const group_position& each : reader.summary().groups) {
+                if (known.find("'" + each.group + "'") == std::string::npos) {
+                    known += (known.empty() ? "'" : ", '") + each.group + "'";
+                }
+            }
+        }
+        throw error(errc::invalid_argument, "no group '" + group + "' in topic '" + topic + "' (its groups: " +
+                                                (known.empty() ? std::string("none") : known) + ")");
+    }
+    return result;
+}
+
+// The topic's lock, as a queue takes it; a clear refusal while a queue holds it.
+detail::directory_lock lock_topic(const std::string& data_directory, const std::string& topic)
+{
+    const std::string folder = topic_folder(data_directory, topic);
+    try {
+        return detail::directory_lock(folder);
+    } catch (const error& failure) {
+        throw error(errc::io_error, "refusing to change topic '" + topic + "': " + failure.what() +
+                                        "; close the queue that has it open and try again");
+    }
+}
+
+}  // namespace
+
+group_change_plan plan_reset(const std::string& data_directory, const std::string& topic, const std::string& group,
+                             reset_target target, std::uint64_t offset)
+{
+    return plan(data_directory, topic, group, target, offset);
+}
+
+group_change_plan execute_reset(const std::string& data_directory, const std::string& topic, const std::string& group,
+                                reset_target target, std::uint64_t offset)
+{
+    list_partitions(data_directory, topic);  // an unknown topic is reported before anything is locked
+    const detail::directory_lock lock = lock_topic(data_directory, topic);
+    group_change_plan planned = plan(data_directory, topic, group, target, offset);
+    for (const group_change& change : planned.changes) {
+        if (change.target != change.current) {
+            detail::write_checkpoint(change.checkpoint_path, change.target_log_offset);
+        }
+    }
+    return planned;
+}
+
+group_change_plan plan_delete(const std::string& data_directory, const std::string& topic, const std::string& group)
+{
+    return plan(data_directory, topic, group, std::nullopt, 0);
+}
+
+group_change_plan execute_delete(const std::string& data_directory, const std::string& topic, const std::string& group)
+{
+    list_partitions(data_directory, topic);
+    const detail::directory_lock lock = lock_topic(data_directory, topic);
+    group_change_plan planned = plan(data_directory, topic, group, std::nullopt, 0);
+    const std::string escaped = detail::escape_group_name(group);
+    for (const group_change& change : planned.changes) {
+        detail::remove_group_folder(partition_folder(data_directory, topic, change.partition) + "/offsets", escaped);
+    }
+    return planned;
+}
+
+}  // namespace bufferqueue::inspect
