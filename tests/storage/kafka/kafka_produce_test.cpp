@@ -9,15 +9,18 @@
 #include "kafka_test_support.hpp"
 #include "test_support.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 
 #include <nlohmann/json.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <map>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -250,4 +253,60 @@ TEST_CASE("kafka topics refuse consumers until they are implemented, naming the 
     REQUIRE(failure);
     CHECK(failure->code() == errc::invalid_argument);
     CHECK(std::string(failure->what()).find(topic) != std::string::npos);
+}
+
+TEST_CASE("kafka produces from several threads at once all complete and every record is stored once", "[kafka]")
+{
+    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    const std::string topic = bq::test::unique_topic("numbers");
+    cluster.create_topic(topic, 3);
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::kafka_topic_options<int>{.name = topic,
+                                                 .partitions = 3,
+                                                 .bootstrap_servers = cluster.bootstrap_servers(),
+                                                 .partition_key = [](int value) { return value; },
+                                                 .properties = quiet_properties()});
+    constexpr int threads = 4;
+    constexpr int calls = 50;
+    constexpr int per_call = 5;
+    std::atomic<int> succeeded{0};
+    std::atomic<int> failed{0};
+    auto work = boost::asio::make_work_guard(io);
+    std::vector<std::thread> runners;
+    for (int runner = 0; runner < 2; ++runner) {
+        runners.emplace_back([&] { io.run(); });
+    }
+    std::vector<std::thread> producers;
+    for (int thread = 0; thread < threads; ++thread) {
+        producers.emplace_back([&, thread] {
+            auto producer = queue.producer<int>(topic);
+            for (int call = 0; call < calls; ++call) {
+                const int first = (thread * calls + call) * per_call;
+                producer.produce(bq::test::range(first, first + per_call),
+                                 [&](boost::system::error_code error) { (error ? failed : succeeded).fetch_add(1); });
+            }
+        });
+    }
+    for (auto& producer : producers) {
+        producer.join();
+    }
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (succeeded.load() + failed.load() < threads * calls && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    work.reset();
+    for (auto& runner : runners) {
+        runner.join();
+    }
+    CHECK(failed.load() == 0);
+    REQUIRE(succeeded.load() == threads * calls);
+    kafka_reader reader(cluster.bootstrap_servers());
+    std::int64_t expected[3] = {0, 0, 0};
+    for (int value = 0; value < threads * calls * per_call; ++value) {
+        ++expected[bq::partition_for_key(value, 3)];
+    }
+    for (std::int32_t partition = 0; partition < 3; ++partition) {
+        CHECK(reader.end_offset(topic, partition) == expected[partition]);
+    }
 }

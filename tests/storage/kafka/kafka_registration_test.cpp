@@ -57,6 +57,7 @@ TEST_CASE("registering a kafka topic on an unreachable cluster fails with io_err
     CHECK(failure->code() == errc::io_error);
     CHECK(missing_from(failure->what(), {"orders", "127.0.0.1:1", "300 ms"}) == "");
     CHECK(took < std::chrono::seconds(3));
+    CHECK(bq::make_error_code(errc::timed_out).message() == "timed out");
     CHECK(error_from([&] { (void)queue.producer<int>("orders"); })->code() == errc::no_such_topic);
 }
 
