@@ -26,6 +26,7 @@ public:
         case errc::group_in_use: return "a consumer of the group is still open";
         case errc::partition_revoked:
             return "the partition of the delivered batch was revoked from this consumer; nothing was committed";
+        case errc::timed_out: return "timed out";
         }
         return "unknown bufferqueue error";
     }

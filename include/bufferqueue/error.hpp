@@ -31,6 +31,8 @@ enum class errc : int {
     group_in_use,           ///< `remove_group` while a consumer of the group is still open
     partition_revoked,      ///< `commit()` of a batch whose partition was revoked from the consumer since
                             ///< it was delivered (nothing is committed; the next owner gets the records)
+    timed_out,              ///< a networked storage gave up within its timeout (Kafka: `message.timeout.ms`
+                            ///< passed before the broker acknowledged a record; `connect_timeout` for metadata)
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.

@@ -1,0 +1,118 @@
+// Internal: the librdkafka producer of one Kafka topic, behind a non-template interface (the
+// librdkafka calls live in src/storage/kafka/, so programs using Kafka topics never compile them).
+#pragma once
+
+#include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
+
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/system/error_code.hpp>
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+
+namespace bufferqueue::detail {
+
+/// Receives the delivery report of every record handed to a `kafka_producer` with it (`partition`
+/// is the record's): `error` is
+/// empty once the broker acknowledged the record (per `acks`), else the record was not stored
+/// (`errc::timed_out`, `errc::io_error`, `errc::closed` when the topic closed first, ...) and
+/// `detail` names topic, partition and librdkafka's reason. Called on the topic's executor (the
+/// delivery reports are served there), or inside `kafka_producer::close`; must not throw or block.
+class kafka_delivery_listener {
+public:
+    kafka_delivery_listener(const kafka_delivery_listener&) = delete;
+    kafka_delivery_listener& operator=(const kafka_delivery_listener&) = delete;
+    virtual ~kafka_delivery_listener() = default;
+
+    virtual void delivered(std::int32_t partition, boost::system::error_code error,
+                           const std::string& detail) noexcept = 0;
+
+protected:
+    kafka_delivery_listener() = default;
+};
+
+/// What `kafka_producer::connect` needs: the validated options of a Kafka topic.
+struct kafka_producer_settings {
+    std::string topic;
+    std::size_t partitions = 1;
+    std::string bootstrap_servers;
+    std::map<std::string, std::string> properties;
+    std::chrono::milliseconds connect_timeout{10000};
+    /// Where delivery reports are served (an Asio descriptor waits on the client's event fd there).
+    boost::asio::any_io_executor executor;
+    /// Told about every failed record handed over with `unawaited_listener()`; may be empty.
+    kafka_delivery_error_sink delivery_error_sink;
+};
+
+/// One librdkafka producer client bound to one topic. Made by `connect`, which checks the topic's
+/// metadata first. Delivery reports are served without a polling thread: librdkafka signals its
+/// main queue's event descriptor (an eventfd), an Asio `stream_descriptor` waits on it on the
+/// topic's executor, and each wake-up drains the queue with non-blocking `rd_kafka_poll(0)` calls.
+///
+/// Thread-safety: `produce` may be called from many threads at once; `close` from any thread, once
+/// or more. Listeners are called on the executor (serialized: one chain of waits), or inside
+/// `close` for the records it purges.
+class kafka_producer {
+public:
+    /// What `produce` did with one record.
+    enum class enqueue_result {
+        queued,      ///< handed to librdkafka; its listener will get exactly one delivery report
+        queue_full,  ///< librdkafka's local queue (`queue.buffering.max.messages/kbytes`) is full
+        closed,      ///< the producer is closed
+        failed,      ///< refused at once (too large, topic in an error state, ...); see `refusal`
+    };
+
+    /// Why `produce` refused a record with `enqueue_result::failed`: the code (see
+    /// `kafka_error_code`) and a message naming topic, partition and librdkafka's reason.
+    struct refusal {
+        boost::system::error_code error{};
+        std::string detail{};
+    };
+
+    /// Creates the client with `settings.properties` (after bufferqueue's defaults, so they win; see
+    /// docs/kafka.md) and waits at most `connect_timeout` for the cluster's metadata. Throws
+    /// `bufferqueue::error`: `errc::invalid_argument` for a property librdkafka refuses (naming it) or
+    /// a partition count other than the broker's (naming both); `errc::io_error` naming the bootstrap
+    /// servers when no broker answered in time; `errc::no_such_topic` when the cluster has no topic of
+    /// that name. Never names the topic to the cluster before it is known to exist, so a typo creates
+    /// nothing. Blocks the calling thread for up to `connect_timeout`.
+    static std::shared_ptr<kafka_producer> connect(kafka_producer_settings settings);
+
+    virtual ~kafka_producer() = default;
+
+    /// Hands one record (copied) for `partition` to librdkafka without waiting; on `queued`,
+    /// `listener` (which must stay alive until then) gets its delivery report later. `why` is set on
+    /// `failed`. Thread-safe; allocates only when it fails.
+    virtual enqueue_result produce(std::uint32_t partition, std::span<const std::byte> payload,
+                                   kafka_delivery_listener& listener, refusal& why) = 0;
+
+    /// Stops serving delivery reports and purges the records not yet acknowledged: their listeners
+    /// get `errc::closed` inside this call. Idempotent, thread-safe, noexcept. The client is
+    /// destroyed when the last owner lets go.
+    virtual void close() noexcept = 0;
+
+    /// Records handed over whose delivery report has not been served yet (tests, metrics).
+    virtual std::size_t in_flight() const noexcept = 0;
+
+    /// The listener for records nobody waits for (`try_produce`): it counts failed deliveries and
+    /// tells `settings.delivery_error_sink`. Lives as long as the producer.
+    virtual kafka_delivery_listener& unawaited_listener() noexcept = 0;
+
+    /// How many records handed over with `unawaited_listener()` failed so far.
+    virtual std::uint64_t unawaited_failures() const noexcept = 0;
+
+protected:
+    kafka_producer() = default;
+};
+
+/// The bufferqueue code for a librdkafka error code (an `rd_kafka_resp_err_t` value): timeouts are
+/// `errc::timed_out`, purges at close `errc::closed`, too-large records `errc::invalid_argument`, a
+/// missing topic or partition `errc::no_such_topic`, everything else `errc::io_error`.
+boost::system::error_code kafka_error_code(int librdkafka_error) noexcept;
+
+}  // namespace bufferqueue::detail

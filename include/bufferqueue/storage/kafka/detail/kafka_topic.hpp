@@ -1,0 +1,190 @@
+// Internal: the typed Kafka topic - our routing, produce through librdkafka, completion on the
+// broker's acknowledgement. Consumers are not implemented yet (docs/kafka.md).
+#pragma once
+
+#include "bufferqueue/detail/type_name.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/serialization/any_serializer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_delivery.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <typeindex>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// A topic of `T` stored in a Kafka topic of the same name. Routing is ours: the producer handle
+/// computes key partitions exactly as for memory and mmap topics (`partition_for_key`), round-robin
+/// advances once per item; every record is produced to that explicit partition. `try_produce` hands
+/// records to librdkafka and returns (`produce_now` without waiting); an awaited produce hands them
+/// over in `produce_waiting` and completes on the last delivery report. Thread-safe.
+template <class T>
+class kafka_topic final : public topic<T> {
+public:
+    struct settings {
+        std::string name;
+        std::uint32_t partitions = 1;
+        key_selector<T> partition_key;
+        any_serializer<T> serializer;
+        boost::asio::any_io_executor executor;
+        std::shared_ptr<kafka_producer> producer;  // connected, metadata checked
+    };
+
+    explicit kafka_topic(settings configuration)
+        : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
+          partitions_(configuration.partitions), partition_key_(std::move(configuration.partition_key)),
+          serializer_(std::move(configuration.serializer)), executor_(std::move(configuration.executor)),
+          producer_(std::move(configuration.producer))
+    {
+    }
+
+    ~kafka_topic() override { close(); }
+
+    const std::string& name() const noexcept override { return name_; }
+    std::type_index item_type() const noexcept override { return typeid(T); }
+    const std::string& item_type_name() const noexcept override { return type_name_; }
+    std::uint32_t partition_count() const noexcept override { return partitions_; }
+    const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
+    const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
+    // librdkafka never blocks the caller of produce: the handles call in inline.
+    const storage_runner& runner() const noexcept override { return runner_; }
+
+    /// Purges the records not acknowledged yet: awaited produces complete with `errc::closed`,
+    /// unawaited ones are reported to the error sink. Idempotent.
+    void close() noexcept override
+    {
+        if (!closed_.exchange(true, std::memory_order_acq_rel)) {
+            producer_->close();
+        }
+    }
+
+    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) override
+    {
+        if (closed_.load(std::memory_order_acquire)) {
+            return produce_outcome::closed;
+        }
+        if (items.empty()) {
+            return produce_outcome::done;
+        }
+        if (allow_wait) {
+            return produce_outcome::must_wait;  // an awaited produce: produce_waiting hands the records over
+        }
+        std::vector<std::byte> payload;
+        kafka_producer::refusal why;
+        const std::uint32_t first = next_round_robin(partitions, items.size());
+        for (std::size_t index = 0; index < items.size(); ++index) {
+            const std::uint32_t partition = partition_of(partitions, first, index);
+            encode(items[index], payload);
+            switch (producer_->produce(partition, payload, producer_->unawaited_listener(), why)) {
+            case kafka_producer::enqueue_result::queued: break;
+            case kafka_producer::enqueue_result::queue_full: return produce_outcome::no_room;
+            case kafka_producer::enqueue_result::closed: return produce_outcome::closed;
+            case kafka_producer::enqueue_result::failed: throw error(static_cast<errc>(why.error.value()), why.detail);
+            }
+        }
+        return produce_outcome::done;
+    }
+
+    void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
+    {
+        const std::span<const T> items = operation->items();
+        const std::uint32_t* partitions = operation->partitions();
+        auto* call = new kafka_produce_call<T>(std::move(operation));  // deletes itself on completion
+        std::vector<std::byte> payload;
+        kafka_producer::refusal why;
+        const std::uint32_t first = next_round_robin(partitions, items.size());
+        for (std::size_t index = 0; index < items.size(); ++index) {
+            const std::uint32_t partition = partition_of(partitions, first, index);
+            call->add_record();
+            try {
+                encode(items[index], payload);
+            } catch (...) {
+                call->record_refused(current_exception_code(errc::invalid_argument));
+                break;
+            }
+            const auto result = producer_->produce(partition, payload, *call, why);
+            if (result != kafka_producer::enqueue_result::queued) {
+                call->record_refused(result == kafka_producer::enqueue_result::failed
+                                         ? why.error
+                                         : make_error_code(refusal_code(result)));
+                break;  // the first error is the call's; later records are not handed over
+            }
+        }
+        call->finish_enqueueing();
+    }
+
+    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options&, std::size_t) override
+    {
+        throw error(errc::invalid_argument, "kafka topic '" + name_ +
+                                                "': pull and push consumers are not implemented yet for Kafka "
+                                                "topics (see docs/kafka.md)");
+    }
+
+    bool has_group(const std::string&) override { return false; }
+    bool remove_group(const std::string&) override { return false; }
+
+    void assign_partitions(const std::string& group, std::size_t, std::span<const std::size_t>) override
+    {
+        throw error(errc::invalid_argument, "kafka topic '" + name_ + "': no consumer group '" + group + "'");
+    }
+
+    void revoke_partitions(const std::string& group, std::size_t, std::span<const std::size_t>) override
+    {
+        throw error(errc::invalid_argument, "kafka topic '" + name_ + "': no consumer group '" + group + "'");
+    }
+
+    /// The producer client (tests: in-flight records, unawaited failures).
+    const kafka_producer& producer() const noexcept { return *producer_; }
+
+private:
+    static errc refusal_code(kafka_producer::enqueue_result result) noexcept
+    {
+        switch (result) {
+        case kafka_producer::enqueue_result::queue_full: return errc::queue_full;
+        case kafka_producer::enqueue_result::closed: return errc::closed;
+        case kafka_producer::enqueue_result::queued:
+        case kafka_producer::enqueue_result::failed: break;
+        }
+        return errc::io_error;  // not reached: `failed` carries its own code
+    }
+
+    // Round-robin: one position per topic, advanced by the call's item count at once.
+    std::uint32_t next_round_robin(const std::uint32_t* partitions, std::size_t count) noexcept
+    {
+        if (partitions != nullptr) {
+            return 0;
+        }
+        return static_cast<std::uint32_t>(round_robin_.fetch_add(count, std::memory_order_relaxed) % partitions_);
+    }
+
+    std::uint32_t partition_of(const std::uint32_t* partitions, std::uint32_t first, std::size_t index) const noexcept
+    {
+        return partitions != nullptr ? partitions[index] : static_cast<std::uint32_t>((first + index) % partitions_);
+    }
+
+    void encode(const T& item, std::vector<std::byte>& payload) const
+    {
+        payload.clear();
+        serializer_.serialize(item, payload);
+    }
+
+    const std::string name_;
+    const std::string type_name_;
+    const std::uint32_t partitions_;
+    const key_selector<T> partition_key_;
+    const any_serializer<T> serializer_;
+    const boost::asio::any_io_executor executor_;
+    const std::shared_ptr<kafka_producer> producer_;
+    const storage_runner runner_{};  // never blocks
+    std::atomic<std::size_t> round_robin_{0};
+    std::atomic<bool> closed_{false};
+};
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,82 @@
+// bufferqueue: an in-process Kafka cluster for tests and examples - librdkafka's mock cluster
+// (brokers speaking the Kafka protocol over TCP on loopback), with its fault injection.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <initializer_list>
+#include <memory>
+#include <string>
+
+namespace bufferqueue {
+
+/// Kafka protocol request types whose responses `kafka_mock_cluster::push_request_errors` can fail
+/// (Kafka's ApiKey numbers).
+enum class kafka_request : std::int16_t {
+    produce = 0,
+    fetch = 1,
+    list_offsets = 2,
+    metadata = 3,
+    offset_commit = 8,
+    offset_fetch = 9,
+    find_coordinator = 10,
+    join_group = 11,
+    heartbeat = 12,
+    leave_group = 13,
+    sync_group = 14,
+};
+
+/// librdkafka's mock cluster (`rd_kafka_mock_cluster_new`): `brokers` in-process brokers listening
+/// on loopback ports, reachable from clients in this and other processes for as long as the object
+/// lives. Brokers are numbered 1..`broker_count()`. Meant for tests and examples, not production:
+/// its group protocol is slow (seconds per rebalance, see docs/kafka.md) and it keeps data in memory.
+///
+/// Caveat of the 2.0.2 mock: a topic a client names but nobody created is auto-created with 4
+/// partitions on first use; `kafka_topic_options` registration never names a topic before it has
+/// checked that it exists, so only other clients can trigger that.
+///
+/// Thread-safety: every member may be called from any thread (librdkafka serializes them on the
+/// mock's own thread). Not copyable or movable. Destruction stops the brokers; clients still
+/// connected see connection failures.
+class kafka_mock_cluster {
+public:
+    /// Starts `brokers` brokers (1..1000). Throws `bufferqueue::error`: `errc::invalid_argument` for
+    /// a count out of range, `errc::io_error` when librdkafka cannot start the cluster. Allocates,
+    /// starts librdkafka's threads.
+    explicit kafka_mock_cluster(std::size_t brokers = 3);
+    ~kafka_mock_cluster();
+    kafka_mock_cluster(const kafka_mock_cluster&) = delete;
+    kafka_mock_cluster& operator=(const kafka_mock_cluster&) = delete;
+
+    /// Creates topic `name` with `partitions` partitions (1..65536) and `replication_factor`
+    /// replicas (1..`broker_count()`). Throws `bufferqueue::error`: `errc::invalid_argument` for
+    /// out-of-range counts or an empty name, `errc::topic_exists` when the mock already has the topic,
+    /// `errc::io_error` for anything else librdkafka reports (its message is included).
+    void create_topic(const std::string& name, std::size_t partitions, std::size_t replication_factor = 1);
+
+    /// The brokers' addresses, "host:port,host:port" (the `bootstrap_servers` of a topic).
+    std::string bootstrap_servers() const;
+
+    /// How many brokers the cluster has.
+    std::size_t broker_count() const noexcept;
+
+    /// Takes broker `broker_id` (1..`broker_count()`) down: its connections close and new ones are
+    /// refused until `set_broker_up`. Throws `bufferqueue::error` `errc::invalid_argument` for an
+    /// unknown broker.
+    void set_broker_down(std::int32_t broker_id);
+    /// Brings broker `broker_id` back. Throws as `set_broker_down`.
+    void set_broker_up(std::int32_t broker_id);
+
+    /// Makes the next `errors.size()` responses to `request` (from any broker) fail with those Kafka
+    /// error codes, in order (librdkafka's `rd_kafka_resp_err_t` values, e.g. 6 NOT_LEADER_FOR_PARTITION,
+    /// 7 REQUEST_TIMED_OUT, 3 UNKNOWN_TOPIC_OR_PART). Never throws beyond allocation.
+    void push_request_errors(kafka_request request, std::initializer_list<int> errors);
+    /// Forgets the errors pushed for `request` that were not used yet.
+    void clear_request_errors(kafka_request request) noexcept;
+
+private:
+    struct state;
+    std::unique_ptr<state> state_;  // the librdkafka handle and the mock; never null
+};
+
+}  // namespace bufferqueue

@@ -1,0 +1,123 @@
+// bufferqueue: topics stored in a Kafka cluster through librdkafka - their options and their
+// `make_topic` (see `buffer_queue::add_topic` and docs/kafka.md).
+#pragma once
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/partition_key.hpp"
+#include "bufferqueue/serialization/any_serializer.hpp"
+#include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_topic.hpp"
+#include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
+#include "bufferqueue/topic/option_checks.hpp"
+#include "bufferqueue/topic/topic_context.hpp"
+
+#include <chrono>
+#include <cstddef>
+#include <limits>
+#include <map>
+#include <memory>
+#include <string>
+
+namespace bufferqueue {
+
+/// Registration options of a topic stored in the Kafka topic of the same name (see
+/// `buffer_queue::add_topic`). The first six fields are declared in the order of the public
+/// contract (designated initializers follow it); later ones are additions. `name`,
+/// `bootstrap_servers` and a `partitions` equal to the Kafka topic's must be set.
+template <class T>
+struct kafka_topic_options {
+    /// The Kafka topic's name (1..249 characters of [a-zA-Z0-9._-]); also the bufferqueue topic name.
+    /// The topic must exist on the cluster: registration never creates one.
+    std::string name{};
+    /// Must equal the Kafka topic's partition count (checked at registration).
+    std::size_t partitions = 1;
+    /// "host:port,host:port" (librdkafka's `bootstrap.servers`); `kafka_mock_cluster::bootstrap_servers`
+    /// for the in-process mock.
+    std::string bootstrap_servers{};
+    /// Encodes items into record values (the serializers of mmap topics).
+    any_serializer<T> serializer = json_serializer<T>{};
+    /// Optional key routing; round-robin when empty. Equal keys reach the same partition number as on
+    /// memory and mmap topics: bufferqueue picks the partition, not librdkafka's partitioner.
+    key_selector<T> partition_key{};
+    /// librdkafka configuration properties, passed as they are after bufferqueue's own settings (so
+    /// they win), e.g. {"acks", "all"}, {"message.timeout.ms", "30000"}, {"linger.ms", "1"}.
+    std::map<std::string, std::string> properties{};
+    /// How long registration waits for the cluster's metadata (at least 1 ms, at most INT_MAX ms);
+    /// `add_topic` blocks the calling thread for at most this long.
+    std::chrono::milliseconds connect_timeout = std::chrono::seconds(10);
+    /// Told about records handed over by `try_produce` that the broker never acknowledged; may be
+    /// empty (the failures are still counted). See `kafka_delivery_error_sink`.
+    kafka_delivery_error_sink delivery_error_sink{};
+};
+
+namespace detail {
+
+inline bool is_valid_kafka_topic_name(const std::string& name) noexcept
+{
+    if (name.empty() || name.size() > 249 || name == "." || name == "..") {
+        return false;
+    }
+    for (const char character : name) {
+        const bool valid = (character >= 'a' && character <= 'z') || (character >= 'A' && character <= 'Z') ||
+                           (character >= '0' && character <= '9') || character == '.' || character == '_' ||
+                           character == '-';
+        if (!valid) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/// Validates `options`, connects a producer client and checks the topic's metadata, then builds the
+/// topic. Throws `bufferqueue::error`: `errc::topic_exists` and `errc::closed` (checked before
+/// connecting), `errc::invalid_argument` naming the option or property at fault or both partition
+/// counts, `errc::io_error` naming the bootstrap servers when no broker answers within
+/// `connect_timeout`, `errc::no_such_topic` when the cluster lacks the topic. Blocks for up to
+/// `connect_timeout`.
+template <class T>
+registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context& context)
+{
+    context.require_unregistered<T>(options.name);
+    constexpr std::string_view kind = "kafka";
+    require_topic_name(kind, options.name);
+    require_option(is_valid_kafka_topic_name(options.name), kind, options.name, "name",
+                   "must be 1 to 249 characters of [a-zA-Z0-9._-] and not '.' or '..' (Kafka's rule)");
+    require_partition_count(kind, options.name, options.partitions);
+    require_option(!options.bootstrap_servers.empty(), kind, options.name, "bootstrap_servers", "must be set");
+    require_option(options.connect_timeout.count() >= 1 &&
+                       options.connect_timeout.count() <= std::numeric_limits<int>::max(),
+                   kind, options.name, "connect_timeout",
+                   "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
+                       std::to_string(options.connect_timeout.count()) + " ms)");
+
+    auto producer =
+        kafka_producer::connect(kafka_producer_settings{.topic = options.name,
+                                                        .partitions = options.partitions,
+                                                        .bootstrap_servers = options.bootstrap_servers,
+                                                        .properties = options.properties,
+                                                        .connect_timeout = options.connect_timeout,
+                                                        .executor = context.executor(),
+                                                        .delivery_error_sink = std::move(options.delivery_error_sink)});
+    auto topic = std::make_shared<kafka_topic<T>>(
+        typename kafka_topic<T>::settings{.name = std::move(options.name),
+                                          .partitions = static_cast<std::uint32_t>(options.partitions),
+                                          .partition_key = std::move(options.partition_key),
+                                          .serializer = std::move(options.serializer),
+                                          .executor = context.executor(),
+                                          .producer = std::move(producer)});
+    return registered_topic_access::make(std::move(topic));
+}
+
+}  // namespace detail
+
+/// The `make_topic` of Kafka topics, found by `buffer_queue::add_topic`; see
+/// `detail::make_kafka_topic` for what it does and throws. Talks to the cluster (blocks up to
+/// `connect_timeout`).
+template <class T>
+registered_topic make_topic(kafka_topic_options<T> options, topic_context& context)
+{
+    return detail::make_kafka_topic(std::move(options), context);
+}
+
+}  // namespace bufferqueue

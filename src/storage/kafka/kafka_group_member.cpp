@@ -1,0 +1,280 @@
+// A Kafka consumer group member: per-partition queues, rebalances and commit results served on the
+// executor through one eventfd waited on by an Asio descriptor.
+#include "bufferqueue/storage/kafka/detail/kafka_group_member.hpp"
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
+#include "kafka_client_setup.hpp"
+
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
+
+#include <librdkafka/rdkafka.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <cstring>
+#include <mutex>
+
+namespace bufferqueue::detail {
+
+namespace {
+
+constexpr char wake_bytes[8] = {1, 0, 0, 0, 0, 0, 0, 0};  // eventfd takes 8-byte writes
+
+std::vector<std::int32_t> partitions_of(const rd_kafka_topic_partition_list_t* list)
+{
+    std::vector<std::int32_t> partitions;
+    for (int index = 0; index < list->cnt; ++index) {
+        partitions.push_back(list->elems[index].partition);
+    }
+    return partitions;
+}
+
+class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
+public:
+    group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
+        : topic_(settings.topic), listener_(listener), descriptor_(settings.executor)
+    {
+    }
+
+    group_member(const group_member&) = delete;
+    group_member& operator=(const group_member&) = delete;
+
+    ~group_member() override
+    {
+        for (auto& [partition, queue] : queues_) {
+            rd_kafka_queue_destroy(queue);
+        }
+        if (consumer_queue_ != nullptr) {
+            rd_kafka_queue_destroy(consumer_queue_);
+        }
+        if (client_ != nullptr) {
+            rd_kafka_destroy(client_);
+        }
+    }
+
+    void start(const kafka_group_settings& settings)
+    {
+        std::map<std::string, std::string> properties{
+            {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "earliest"}};
+        for (const auto& [name, value] : settings.properties) {
+            properties[name] = value;
+        }
+        properties["group.id"] = settings.group;
+        rd_kafka_conf_t* configuration = make_client_configuration(topic_, settings.bootstrap_servers, properties);
+        rd_kafka_conf_set_opaque(configuration, this);
+        rd_kafka_conf_set_rebalance_cb(configuration, &group_member::on_rebalance);
+        std::array<char, 512> reason{};
+        client_ = rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size());
+        if (client_ == nullptr) {
+            rd_kafka_conf_destroy(configuration);
+            throw error(errc::invalid_argument,
+                        "kafka topic '" + topic_ +
+                            "': librdkafka refused the consumer configuration: " + reason.data());
+        }
+        rd_kafka_poll_set_consumer(client_);
+        consumer_queue_ = rd_kafka_queue_get_consumer(client_);
+        event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (event_fd_ < 0) {
+            throw error(errc::io_error, "kafka topic '" + topic_ + "': eventfd failed: " + std::strerror(errno));
+        }
+        descriptor_.assign(event_fd_);
+        rd_kafka_queue_io_event_enable(consumer_queue_, event_fd_, wake_bytes, sizeof wake_bytes);
+        rd_kafka_topic_partition_list_t* subscription = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(subscription, topic_.c_str(), RD_KAFKA_PARTITION_UA);
+        const rd_kafka_resp_err_t result = rd_kafka_subscribe(client_, subscription);
+        rd_kafka_topic_partition_list_destroy(subscription);
+        if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            throw error(errc::io_error,
+                        "kafka topic '" + topic_ + "': cannot subscribe: " + std::string(rd_kafka_err2str(result)));
+        }
+        wait_for_events();
+    }
+
+    std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) override
+    {
+        const std::lock_guard lock(queues_mutex_);
+        const auto found = queues_.find(partition);
+        if (found == queues_.end() || max_records == 0) {
+            return 0;
+        }
+        std::vector<rd_kafka_message_t*> messages(max_records);
+        const ssize_t count = rd_kafka_consume_batch_queue(found->second, 0, messages.data(), max_records);
+        std::size_t delivered = 0;
+        for (ssize_t index = 0; index < count; ++index) {
+            rd_kafka_message_t* message = messages[static_cast<std::size_t>(index)];
+            if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
+                const auto* first = static_cast<const std::byte*>(message->payload);
+                out.push_back(kafka_record{.offset = message->offset,
+                                           .value = std::vector<std::byte>(first, first + message->len)});
+                ++delivered;
+            } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                report(message->err, message->partition);
+            }
+            rd_kafka_message_destroy(message);
+        }
+        return delivered;
+    }
+
+    bool has_records(std::int32_t partition) const noexcept override
+    {
+        const std::lock_guard lock(queues_mutex_);
+        const auto found = queues_.find(partition);
+        return found != queues_.end() && rd_kafka_queue_length(found->second) > 0;
+    }
+
+    void commit(std::int32_t partition, std::int64_t next_offset,
+                std::function<void(boost::system::error_code)> done) override
+    {
+        rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(offsets, topic_.c_str(), partition)->offset = next_offset;
+        auto* pending = new std::function<void(boost::system::error_code)>(std::move(done));
+        // The result is served from the consumer queue, on the executor.
+        const rd_kafka_resp_err_t result =
+            rd_kafka_commit_queue(client_, offsets, consumer_queue_, &group_member::on_commit, pending);
+        rd_kafka_topic_partition_list_destroy(offsets);
+        if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {  // not queued: the callback never runs
+            boost::asio::post(descriptor_.get_executor(), [pending, error = kafka_error_code(result)] {
+                (*pending)(error);
+                delete pending;
+            });
+        }
+    }
+
+    void close() noexcept override
+    {
+        const std::lock_guard serving(serve_mutex_);
+        if (closed_.exchange(true)) {
+            return;
+        }
+        rd_kafka_consumer_close(client_);  // serves the revocation (on_rebalance) on this thread
+        boost::system::error_code ignored;
+        descriptor_.cancel(ignored);
+    }
+
+private:
+    static void on_rebalance(rd_kafka_t* client, rd_kafka_resp_err_t reason, rd_kafka_topic_partition_list_t* list,
+                             void* opaque)
+    {
+        auto& self = *static_cast<group_member*>(opaque);
+        const std::vector<std::int32_t> partitions = partitions_of(list);
+        if (reason == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+            {
+                const std::lock_guard lock(self.queues_mutex_);
+                for (const std::int32_t partition : partitions) {
+                    rd_kafka_queue_t* queue = rd_kafka_queue_get_partition(client, self.topic_.c_str(), partition);
+                    rd_kafka_queue_forward(queue, nullptr);  // read per partition, not from the consumer queue
+                    rd_kafka_queue_io_event_enable(queue, self.event_fd_, wake_bytes, sizeof wake_bytes);
+                    self.queues_.emplace(partition, queue);
+                }
+            }
+            rd_kafka_assign(client, list);
+            self.listener_.assigned(partitions);
+            return;
+        }
+        self.listener_.revoked(partitions);
+        {
+            const std::lock_guard lock(self.queues_mutex_);
+            for (const std::int32_t partition : partitions) {
+                const auto found = self.queues_.find(partition);
+                if (found != self.queues_.end()) {
+                    rd_kafka_queue_destroy(found->second);
+                    self.queues_.erase(found);
+                }
+            }
+        }
+        rd_kafka_assign(client, nullptr);
+    }
+
+    static void on_commit(rd_kafka_t*, rd_kafka_resp_err_t result, rd_kafka_topic_partition_list_t* offsets,
+                          void* opaque)
+    {
+        std::unique_ptr<std::function<void(boost::system::error_code)>> done(
+            static_cast<std::function<void(boost::system::error_code)>*>(opaque));
+        rd_kafka_resp_err_t error = result;
+        for (int index = 0; error == RD_KAFKA_RESP_ERR_NO_ERROR && offsets != nullptr && index < offsets->cnt;
+             ++index) {
+            error = offsets->elems[index].err;
+        }
+        (*done)(kafka_error_code(error));
+    }
+
+    void report(rd_kafka_resp_err_t reason, std::int32_t partition) noexcept
+    {
+        try {
+            listener_.failed(kafka_error_code(reason), "kafka topic '" + topic_ + "' partition " +
+                                                           std::to_string(partition) + ": " + rd_kafka_err2str(reason));
+        } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported
+        }
+    }
+
+    void wait_for_events()
+    {
+        descriptor_.async_wait(boost::asio::posix::stream_descriptor::wait_read,
+                               [self = shared_from_this()](const boost::system::error_code& error) {
+                                   if (!error) {
+                                       self->serve_events();
+                                   }
+                               });
+    }
+
+    // Clears the eventfd, then drains the consumer queue fully (rebalances, errors, commit results:
+    // the fd fires only when a queue turns non-empty) and tells the listener which partitions hold
+    // records. A close in progress serves the rest itself.
+    void serve_events()
+    {
+        const std::unique_lock serving(serve_mutex_, std::try_to_lock);
+        if (!serving.owns_lock() || closed_.load()) {
+            return;
+        }
+        std::uint64_t counter = 0;
+        while (::read(event_fd_, &counter, sizeof counter) > 0) {
+        }
+        while (rd_kafka_message_t* event = rd_kafka_consumer_poll(client_, 0)) {
+            if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                report(event->err, event->partition);
+            }
+            rd_kafka_message_destroy(event);
+        }
+        std::vector<std::int32_t> readable;
+        {
+            const std::lock_guard lock(queues_mutex_);
+            for (const auto& [partition, queue] : queues_) {
+                if (rd_kafka_queue_length(queue) > 0) {
+                    readable.push_back(partition);
+                }
+            }
+        }
+        for (const std::int32_t partition : readable) {
+            listener_.records_available(partition);
+        }
+        wait_for_events();
+    }
+
+    const std::string topic_;
+    kafka_group_listener& listener_;
+    rd_kafka_t* client_ = nullptr;
+    rd_kafka_queue_t* consumer_queue_ = nullptr;
+    int event_fd_ = -1;                                 // owned by descriptor_
+    boost::asio::posix::stream_descriptor descriptor_;  // waited on by one chain of serve_events
+    std::mutex serve_mutex_;                            // serve_events and close: one at a time
+    std::atomic<bool> closed_{false};
+    mutable std::mutex queues_mutex_;
+    std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by queues_mutex_: assigned partitions
+};
+
+}  // namespace
+
+std::shared_ptr<kafka_group_member> kafka_group_member::join(kafka_group_settings settings,
+                                                             kafka_group_listener& listener)
+{
+    auto member = std::make_shared<group_member>(settings, listener);
+    member->start(settings);
+    return member;
+}
+
+}  // namespace bufferqueue::detail
