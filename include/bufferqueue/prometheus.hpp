@@ -81,7 +81,7 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
     };
     for (const topic_stats& topic : topics) {
         const std::vector<prometheus::ClientMetric::Label> base{
-            {"backend", topic.backend}, {"item_type", topic.item_type}, {"topic", topic.topic}};
+            {"topic", topic.topic}, {"item_type", topic.item_type}, {"backend", topic.backend}};
         const auto with = [&](std::vector<prometheus::ClientMetric::Label> more) {
             std::vector<prometheus::ClientMetric::Label> labels = base;
             labels.insert(labels.end(), more.begin(), more.end());
