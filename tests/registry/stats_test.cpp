@@ -11,9 +11,11 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace {
@@ -275,4 +277,47 @@ TEST_CASE("a persistent topic's end, earliest and committed survive a restart an
     CHECK(group_named(retained, "reader").partitions[0].committed == 22);
     CHECK(retained.consumed == 2);
     REQUIRE(retained.groups.size() == 1);
+}
+
+TEST_CASE("statistics snapshots run while producers and consumers work", "[stats][memory][concurrency]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("busy", 2, 64));
+    auto consumer = queue.create_pull_consumer<int>({.topic = "busy", .group = "g", .auto_commit = true});
+    constexpr int per_thread = 2'000;
+    std::atomic<bool> producing{true};
+    std::thread producer([&] {
+        auto handle = queue.producer<int>("busy");
+        for (int item = 0; item < per_thread; ++item) {
+            handle.try_produce(item);
+        }
+        producing = false;
+    });
+    std::uint64_t consumed = 0;
+    std::thread reader([&] {
+        while (producing || consumed < per_thread) {
+            if (const auto delivered = consumer.try_consume()) {
+                consumed += delivered->size();
+            }
+        }
+    });
+    std::uint64_t last_produced = 0;
+    std::uint64_t last_consumed = 0;
+    bool monotonic = true;
+    while (producing) {
+        const bq::topic_stats s = queue.stats<int>("busy");
+        monotonic = monotonic && s.produced >= last_produced && s.consumed >= last_consumed;
+        monotonic = monotonic && s.groups.size() == 1 && s.groups[0].lag <= s.produced;
+        last_produced = s.produced;
+        last_consumed = s.consumed;
+        (void)consumer.lag();
+    }
+    producer.join();
+    reader.join();
+    CHECK(monotonic);
+    const bq::topic_stats s = queue.stats<int>("busy");
+    CHECK(s.produced == per_thread);
+    CHECK(s.consumed == per_thread);
+    CHECK(s.groups[0].lag == 0);
 }
