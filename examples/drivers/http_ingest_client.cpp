@@ -71,6 +71,7 @@ int status_of(unsigned short port, http::verb verb, const std::string& target, c
     return static_cast<int>(send(port, verb, target, body).result());
 }
 
+#if BUFFERQUEUE_EXAMPLE_PROMETHEUS
 // The sum of the samples of `metric` in Prometheus text `metrics` whose labels contain every one of
 // `labels` (each written as name="value"); -1 when there is none.
 double sum_samples(const std::string& metrics, const std::string& metric, std::initializer_list<std::string> labels)
@@ -93,6 +94,7 @@ double sum_samples(const std::string& metrics, const std::string& metric, std::i
     }
     return sum;
 }
+#endif
 
 std::size_t count_lines(const std::string& output, const std::string& part)
 {
