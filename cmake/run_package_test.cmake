@@ -81,6 +81,21 @@ if(MODE STREQUAL "find_package")
     endif()
     check_consumer("${WORK}/core-consumer/package_core_consumer" "find_package, core")
 
+    # The optional prometheus component, when the library was built with prometheus-cpp:
+    # find_package(bufferqueue COMPONENTS prometheus) loads it (and prometheus-cpp).
+    if(EXISTS "${prefix}/lib/cmake/bufferqueue/bufferqueue-prometheus-targets.cmake")
+        run("${CMAKE_COMMAND}" -S "${SOURCE}/tests/package" -B "${WORK}/prometheus-consumer" ${common}
+            ${consumer_options} -DBUFFERQUEUE_CONSUME_COMPONENT=prometheus)
+        run("${CMAKE_COMMAND}" --build "${WORK}/prometheus-consumer")
+        run("${WORK}/prometheus-consumer/package_prometheus_consumer")
+        message("${output}")
+        if(NOT output MATCHES "package consumer \\(find_package, prometheus\\): group idle lags 3 items")
+            message(FATAL_ERROR "unexpected output of package_prometheus_consumer")
+        endif()
+    else()
+        message("bufferqueue was built without prometheus-cpp: the prometheus component is not checked")
+    endif()
+
     # pkg-config: `pkg-config --cflags --libs bufferqueue` (and bufferqueue-core) against the staging prefix.
     find_program(pkg_config NAMES pkg-config pkgconf REQUIRED)
     set(ENV{PKG_CONFIG_PATH} "${prefix}/lib/pkgconfig")

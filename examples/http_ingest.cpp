@@ -9,11 +9,18 @@
 //   POST /api/bar   {"id": 1, "amount": 2.5} -> topic-bar, per-batch push consumer (manual commit),
 //                                               bounded to 8 uncommitted items in fail mode
 //   GET  /api/stats                          -> {"accepted": {...}, "consumed": {...}}
+//   GET  /metrics                            -> the queue's Prometheus metrics (text format), when
+//                                               built with bufferqueue::prometheus; group-audit on
+//                                               topic-foo1 never consumes, so it lags every foo1
 //   POST /shutdown                           -> stops the server; SIGINT/SIGTERM and <seconds> too
 //
 // Responses: 202 accepted, 400 malformed JSON or fields (with a message), 404 unknown path,
 // 405 wrong method, 413 body over 4 KiB, 503 topic full. One request per connection.
 #include <bufferqueue/bufferqueue.hpp>
+#if BUFFERQUEUE_EXAMPLE_PROMETHEUS
+#include <bufferqueue/prometheus.hpp>
+#include <prometheus/text_serializer.h>
+#endif
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -137,6 +144,8 @@ public:
             [this] { return bar_push_consumer{.counts = &counts_}; });
         foo1_consumer_.emplace(
             queue_.create_pull_consumer<foo>({.topic = "topic-foo1", .group = "group-foo1", .auto_commit = true}));
+        // A group nobody reads: its lag is every foo1 accepted (GET /metrics shows it).
+        audit_consumer_.emplace(queue_.create_pull_consumer<foo>({.topic = "topic-foo1", .group = "group-audit"}));
     }
 
     unsigned short port() const { return acceptor_.local_endpoint().port(); }
@@ -251,6 +260,18 @@ private:
             response.body() = nlohmann::json{{"accepted", counts_.accepted}, {"consumed", counts_.consumed}}.dump();
             co_return response;
         }
+#if BUFFERQUEUE_EXAMPLE_PROMETHEUS
+        // [readme:metrics]
+        if (target == "/metrics" && request.method() == http::verb::get) {
+            // A fresh snapshot of every topic per scrape (with prometheus::Exposer instead:
+            // exposer.RegisterCollectable(std::make_shared<bq::prometheus_collector>(queue_))).
+            http::response<http::string_body> response{http::status::ok, 11};
+            response.set(http::field::content_type, "text/plain; version=0.0.4");
+            response.body() = prometheus::TextSerializer{}.Serialize(bq::prometheus_collector(queue_).Collect());
+            co_return response;
+        }
+        // [readme:metrics-end]
+#endif
         if (target == "/shutdown" && request.method() == http::verb::post) {
             shutdown("request");
             co_return reply(http::status::ok, "shutting down");
@@ -325,6 +346,7 @@ private:
     bq::buffer_queue queue_;
     counters counts_;
     std::optional<bq::pull_consumer<foo>> foo1_consumer_;
+    std::optional<bq::pull_consumer<foo>> audit_consumer_;  // never consumes
     tcp::acceptor acceptor_;
     asio::signal_set signals_;
     asio::steady_timer deadline_;

@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <cstdint>
 #include <cstdio>
 #include <exception>
 #include <span>
@@ -132,11 +133,22 @@ int main(int argc, char** argv)
     }
     runner.join();
 
+    // [readme:stats]
+    // Lag and depth, in items, for any backend; a snapshot that never blocks producers.
+    bq::topic_stats stats = queue.stats<order>("orders");
+    for (const bq::group_stats& group : stats.groups) {
+        std::printf("quickstart: group %s lags %llu of %llu orders\n", group.name.c_str(),
+                    static_cast<unsigned long long>(group.lag), static_cast<unsigned long long>(stats.produced));
+    }
+    // [readme:stats-end]
+
     std::printf("quickstart: produced %d orders from %d threads\n", total_orders, producer_threads);
     std::printf("quickstart: billing (manual commit) consumed %d orders in %d batches, revenue %.0f\n", billed.load(),
                 batches.load(), revenue);
     std::printf("quickstart: audit-log (auto commit) consumed %d lines\n", audited);
-    const bool complete = billed.load() == total_orders && revenue == total_orders;
+    const bool complete = billed.load() == total_orders && revenue == total_orders &&
+                          stats.produced == static_cast<std::uint64_t>(total_orders) && stats.groups.size() == 1 &&
+                          stats.groups[0].lag == 0;
     std::printf("quickstart: %s\n", complete ? "done" : "FAILED");
     return complete ? 0 : 1;
 }

@@ -1,6 +1,8 @@
 #include "bufferqueue/buffer_queue.hpp"
 
+#include <algorithm>
 #include <mutex>
+#include <tuple>
 
 namespace bufferqueue {
 
@@ -100,6 +102,26 @@ std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, s
     }
     throw error(errc::type_mismatch, "topic '" + std::string(topic) + "' is not registered for item type " +
                                          std::string(type_name) + "; it is registered for: " + others);
+}
+
+std::vector<topic_stats> buffer_queue::stats() const
+{
+    std::vector<std::shared_ptr<detail::topic_base>> registered;
+    {
+        std::shared_lock lock(mutex_);
+        for (const auto& [name, topics] : topics_) {
+            registered.insert(registered.end(), topics.begin(), topics.end());
+        }
+    }
+    std::vector<topic_stats> snapshots;
+    snapshots.reserve(registered.size());
+    for (const auto& topic : registered) {
+        snapshots.push_back(topic->stats());
+    }
+    std::sort(snapshots.begin(), snapshots.end(), [](const topic_stats& left, const topic_stats& right) {
+        return std::tie(left.topic, left.item_type) < std::tie(right.topic, right.item_type);
+    });
+    return snapshots;
 }
 
 void buffer_queue::validate(const pull_consumer_options& options)

@@ -1,7 +1,8 @@
 // Test driver of the http_ingest example: starts the server on an ephemeral loopback port, drives
 // it with real HTTP requests, checks status codes, that the consumers saw every accepted item, and
 // that the server shuts down cleanly on request and answers a request that arrives while it stops
-// with 503 (the queue is closed by then).
+// with 503 (the queue is closed by then). Built with bufferqueue::prometheus, it also scrapes
+// GET /metrics and checks the lag of group-audit, which never consumes.
 //
 //   http_ingest_client <path to example_http_ingest>
 #include <boost/asio/connect.hpp>
@@ -17,8 +18,10 @@
 #include <chrono>
 #include <cstdio>
 #include <exception>
+#include <initializer_list>
 #include <map>
 #include <regex>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -67,6 +70,31 @@ int status_of(unsigned short port, http::verb verb, const std::string& target, c
 {
     return static_cast<int>(send(port, verb, target, body).result());
 }
+
+#if BUFFERQUEUE_EXAMPLE_PROMETHEUS
+// The sum of the samples of `metric` in Prometheus text `metrics` whose labels contain every one of
+// `labels` (each written as name="value"); -1 when there is none.
+double sum_samples(const std::string& metrics, const std::string& metric, std::initializer_list<std::string> labels)
+{
+    double sum = -1;
+    std::istringstream lines(metrics);
+    for (std::string line; std::getline(lines, line);) {
+        if (!line.starts_with(metric + "{")) {
+            continue;
+        }
+        const std::size_t close = line.find("} ");
+        const std::string label_text = line.substr(0, close);
+        bool matches = close != std::string::npos;
+        for (const std::string& label : labels) {
+            matches = matches && label_text.find(label) != std::string::npos;
+        }
+        if (matches) {
+            sum = (sum < 0 ? 0 : sum) + std::stod(line.substr(close + 2));
+        }
+    }
+    return sum;
+}
+#endif
 
 std::size_t count_lines(const std::string& output, const std::string& part)
 {
@@ -156,6 +184,28 @@ int main(int argc, char** argv)
             check(stats["accepted"][topic] == count, "the server accepted what the driver counted for " + topic);
             check(stats["consumed"][topic] == count, "the consumers saw every accepted item of " + topic);
         }
+
+#if BUFFERQUEUE_EXAMPLE_PROMETHEUS
+        // Prometheus: group-audit never consumes, so it lags every accepted foo1; group-foo1 is caught up.
+        const auto scraped = send(port, http::verb::get, "/metrics");
+        check(static_cast<int>(scraped.result()) == 200, "GET /metrics gets 200");
+        const std::string& metrics = scraped.body();
+        const std::string foo1 = R"(topic="topic-foo1")";
+        check(sum_samples(metrics, "bufferqueue_group_lag_items", {foo1, R"(group="group-audit")"}) == accepted["foo1"],
+              "the lag of group-audit in /metrics is every foo1 accepted (" + std::to_string(accepted["foo1"]) + ")");
+        check(sum_samples(metrics, "bufferqueue_group_lag_items", {foo1, R"(group="group-foo1")"}) == 0,
+              "group-foo1 has no lag in /metrics");
+        check(sum_samples(metrics, "bufferqueue_partition_end_items", {foo1, R"(backend="memory")"}) ==
+                  accepted["foo1"],
+              "bufferqueue_partition_end_items sums to the foo1 accepted");
+        check(sum_samples(metrics, "bufferqueue_produced_items_total", {R"(topic="topic-bar")"}) == accepted["bar"],
+              "bufferqueue_produced_items_total of topic-bar is the bars accepted");
+        check(sum_samples(metrics, "bufferqueue_consumed_items_total", {R"(topic="topic-foo2")"}) == accepted["foo2"],
+              "bufferqueue_consumed_items_total of topic-foo2 is the foo2 consumed");
+        if (failures != 0) {
+            std::printf("http_ingest driver: /metrics said:\n%s", metrics.c_str());
+        }
+#endif
 
         // A request that is still being read when the server stops: its headers arrive before the
         // shutdown, its body only after the server closed the queue. The awaited produce fails with

@@ -12,6 +12,7 @@
 #include "bufferqueue/push/detail/push_loop.hpp"
 #include "bufferqueue/push/detail/push_registration.hpp"
 #include "bufferqueue/push_consumer.hpp"
+#include "bufferqueue/stats.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
 
@@ -143,6 +144,26 @@ public:
     {
         return find<T>(topic)->remove_group(std::string(group));
     }
+
+    /// A statistics snapshot of the topic (T, `topic`): every partition's end and earliest item
+    /// index, every group's committed positions and lag, the produced and consumed counters and
+    /// what waits now, in items on every backend (see `topic_stats`, docs/statistics.md). Reads the
+    /// storage's statistics without a lock on the produce path (a short lock shared with group
+    /// registration, and each partition's waiter lock); allocates only the snapshot; never does
+    /// file I/O. Throws `bufferqueue::error`: `errc::no_such_topic`, `errc::type_mismatch` (the
+    /// message lists the item types the name is registered for). Works after `close()` too (the
+    /// last positions). Thread-safe.
+    template <class T>
+    topic_stats stats(std::string_view topic) const
+    {
+        return find<T>(topic)->stats();
+    }
+
+    /// Snapshots of every registered topic, whatever its item type and backend, ordered by topic
+    /// name, then item type name (what a metrics exporter scrapes; each carries `topic`,
+    /// `item_type` and `backend`). As `stats<T>` otherwise; throws only `std::bad_alloc`.
+    /// Thread-safe: the registry's lock is held only to copy the list of topics.
+    std::vector<topic_stats> stats() const;
 
     /// Registers push consumer types (see the `push_consumer` concept), each from its `subscription`
     /// member: creates the group with `concurrency` pull consumers now, so items produced from now on

@@ -147,6 +147,12 @@ public:
     /// given at creation and never changes; with one, a `consume()` already running may still be
     /// finishing a scan of the previous set. Thread-safe (takes a short lock); allocates the copy.
     std::vector<std::size_t> partitions() const { return require_state()->partitions(); }
+    /// Items this consumer's partitions hold that its group has not committed yet, summed over the
+    /// partitions it owns now (`end - committed` of each, in items, on every backend): a snapshot,
+    /// read without a lock on the produce path. Thread-safe (a short lock for the partition set);
+    /// never waits, allocates nothing. Throws `bufferqueue::error` `errc::invalid_argument` on a
+    /// moved-from consumer, as every member does.
+    std::uint64_t lag() const { return require_state()->lag(); }
 
 private:
     // One consume, whatever the storage: the runner pulls where blocking is allowed (inline for

@@ -62,6 +62,14 @@ public:
         }
     }
 
+    /// Appends the waiters registered now to `out` (statistics: a consumer waiting on several
+    /// partitions is registered with each). Takes the signal's lock briefly; allocates into `out`.
+    void append_waiters(std::vector<const data_waiter*>& out)
+    {
+        std::lock_guard lock(mutex_);
+        out.insert(out.end(), waiters_.begin(), waiters_.end());
+    }
+
 private:
     static constexpr std::size_t inline_wakes = 4;  // waiters woken without allocating
 

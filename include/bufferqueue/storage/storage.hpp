@@ -10,7 +10,9 @@
 #include <limits>
 #include <memory>
 #include <span>
+#include <string>
 #include <string_view>
+#include <vector>
 
 namespace bufferqueue {
 
@@ -54,11 +56,27 @@ struct pull_result {
 ///
 ///     template <class T> struct bufferqueue::storage_traits<my_partition<T>> {
 ///         static constexpr bool blocking = true;
+///         static constexpr std::string_view backend_name = "my-backend";  // optional
 ///     };
+///
+/// The optional `backend_name` is the `backend` a topic's statistics report (`topic_stats`, the
+/// Prometheus label): "memory" and "mmap" for the two built-in backends; a backend that names
+/// itself nowhere is "unnamed".
 template <class Partition>
 struct storage_traits {
     static constexpr bool blocking = false;
 };
+
+/// `storage_traits<Partition>::backend_name`, or "unnamed". Compile-time.
+template <class Partition>
+constexpr std::string_view storage_backend_name() noexcept
+{
+    if constexpr (requires { std::string_view(storage_traits<Partition>::backend_name); }) {
+        return storage_traits<Partition>::backend_name;
+    } else {
+        return "unnamed";
+    }
+}
 
 /// The statistics a partition reports, in items (not bytes); every member is noexcept, thread-safe
 /// and lock-free or a short lock:
@@ -82,6 +100,34 @@ concept storage_partition_statistics = requires(const Partition& partition, cons
         partition.committed_items(cursor)
     }
     noexcept->std::same_as<std::uint64_t>;
+};
+
+/// The items `cursor`'s group has not committed in `partition`: `end_items() - committed_items(cursor)`,
+/// never below 0. Noexcept, thread-safe, lock-free as the statistics members are.
+template <storage_partition_statistics Partition>
+std::uint64_t lag_items(const Partition& partition, const typename Partition::cursor& cursor) noexcept
+{
+    const std::uint64_t end = partition.end_items();
+    const std::uint64_t committed = partition.committed_items(cursor);
+    return end > committed ? end - committed : 0;
+}
+
+/// A group a partition holds a position for, and that position as an item index.
+struct stored_group {
+    std::string name;
+    std::uint64_t committed_items = 0;
+};
+
+/// A partition that can list the groups it holds positions for (`stored_groups()`), also those no
+/// consumer of this process has opened (a persistent partition's groups found on disk), so the
+/// statistics report them. Optional: without it, the statistics list the groups created in this
+/// process. Thread-safe (a short lock), allocates the list; may throw `std::bad_alloc`.
+template <class Partition>
+concept group_listing_partition = requires(const Partition& partition)
+{
+    {
+        partition.stored_groups()
+        } -> std::same_as<std::vector<stored_group>>;
 };
 
 /// A storage partition of items `T`: the one extension point a storage backend implements (see
@@ -132,6 +178,9 @@ concept storage_partition_statistics = requires(const Partition& partition, cons
 ///   partition joins its topic, with the waker of the consumers waiting on it. A partition whose
 ///   records can arrive from outside (another process, a broker) calls `waker.notify()` after they
 ///   become visible to `has_data` and `pull`, so a waiting `consume()` wakes up.
+///
+/// - `std::vector<stored_group> stored_groups() const` (`group_listing_partition` above): the
+///   groups it holds, for the statistics.
 ///
 /// And the statistics members of `storage_partition_statistics` above: `end_items()`,
 /// `earliest_items()`, `committed_items(cursor)`.

@@ -309,8 +309,15 @@ public:
 }  // namespace bufferqueue_test_backend
 
 template <class T>
+struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_partition<T>> {
+    static constexpr bool blocking = false;
+    static constexpr std::string_view backend_name = "test";
+};
+
+template <class T>
 struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_blocking_partition<T>> {
     static constexpr bool blocking = true;
+    static constexpr std::string_view backend_name = "test-blocking";
 };
 
 namespace bufferqueue_test_backend {

@@ -161,6 +161,14 @@ public:
     {
         return reader_.assignment().latest()->partitions();
     }
+    std::uint64_t lag() const override
+    {
+        std::uint64_t total = 0;
+        for (const auto& each : reader_.assignment().latest()->entries()) {
+            total += lag_items(*each.storage, *each.cursor);
+        }
+        return total;
+    }
     const boost::asio::any_io_executor& default_executor() const noexcept override
     {
         return context_.executor;

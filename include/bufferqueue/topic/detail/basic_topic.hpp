@@ -11,6 +11,7 @@
 #include "bufferqueue/topic/detail/produce_waiter.hpp"
 #include "bufferqueue/topic/detail/router.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
+#include "bufferqueue/topic/detail/topic_statistics.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -131,6 +132,11 @@ public:
                                  .gate = gate_ ? &*gate_ : nullptr,
                                  .keep_alive = this->shared_from_this()};
         return groups_.create(name_, slots_, options, count, context);
+    }
+
+    topic_stats stats() override
+    {
+        return collect_topic_stats<Partition>(name_, type_name_, slots_, groups_, gate_ ? &*gate_ : nullptr);
     }
 
     bool has_group(const std::string& group) override { return groups_.has_group(slots_, group); }

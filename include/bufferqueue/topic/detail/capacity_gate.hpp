@@ -47,6 +47,8 @@ public:
 
     std::size_t capacity() const noexcept { return capacity_; }
     std::size_t used() const noexcept { return used_.load(std::memory_order_acquire); }
+    /// Producers queued for room now (statistics). Lock-free.
+    std::size_t waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
 
     /// Reserves `count` items if they fit now and no waiter is queued (FIFO: no barging). Never waits.
     bool try_acquire(std::size_t count) noexcept

@@ -73,6 +73,10 @@ public:
         auto opened = open_group_cursors<typename Partition::cursor>(topic, slots, options.group, release);
         try {
             group_state& group = groups_[options.group];
+            std::uint64_t baseline = group.consumed_baseline;  // kept when reopened in this process
+            for (std::size_t partition = 0; !known && partition < partitions; ++partition) {
+                baseline += slots[partition]->storage.committed_items(*opened.cursors[partition]);
+            }
             std::vector<entry> entries;
             entries.reserve(partitions);
             for (std::size_t partition = 0; partition < partitions; ++partition) {
@@ -105,7 +109,7 @@ public:
             for (const auto& each : made) {
                 each->mark_counted();
             }
-            group = group_state{count, std::move(members), std::move(owners), std::move(entries)};
+            group = group_state{count, std::move(members), std::move(owners), std::move(entries), baseline};
             return created;
         } catch (...) {
             if (!known) {
@@ -141,6 +145,7 @@ public:
                                                 "': " + std::to_string(found->second.open) +
                                                 " of its consumers are still open (close them first)");
         }
+        const std::uint64_t consumed = found != groups_.end() ? consumed_since_opened(found->second) : 0;
         const bool held = remove_group_cursors(topic, slots, group, [gate](std::uint64_t items) {
             if (gate != nullptr) {
                 gate->release(static_cast<std::size_t>(items));
@@ -148,9 +153,23 @@ public:
         });
         const bool known = held || found != groups_.end();
         if (found != groups_.end()) {
+            removed_consumed_ += consumed;
             groups_.erase(found);
         }
         return known;
+    }
+
+    /// Statistics: calls `visit(name, entries, consumed)` for every group created in this process,
+    /// under the group lock (no cursor goes away meanwhile); `consumed` counts the items the group
+    /// committed since this process first opened it. Returns what removed groups had committed.
+    template <class Visit>
+    std::uint64_t visit_groups(Visit&& visit)
+    {
+        std::lock_guard lock(mutex_);
+        for (const auto& [name, group] : groups_) {
+            visit(name, std::span<const entry>(group.entries), consumed_since_opened(group));
+        }
+        return removed_consumed_;
     }
 
     /// Closes every consumer still alive (the topic closes). Call without holding the group lock.
@@ -297,8 +316,18 @@ private:
         std::size_t open = 0;  // consumers not detached
         std::vector<member> members;
         std::vector<partition_owner> owners;
-        std::vector<entry> entries;  // every partition's storage, signal and the group's cursor
+        std::vector<entry> entries;           // every partition's storage, signal and the group's cursor
+        std::uint64_t consumed_baseline = 0;  // committed items, summed, when first opened here
     };
+
+    static std::uint64_t consumed_since_opened(const group_state& group) noexcept
+    {
+        std::uint64_t committed = 0;
+        for (const entry& each : group.entries) {
+            committed += each.storage->committed_items(*each.cursor);
+        }
+        return committed > group.consumed_baseline ? committed - group.consumed_baseline : 0;
+    }
     struct pending_hand_over {
         std::size_t from;
         std::size_t partition;
@@ -389,6 +418,7 @@ private:
     std::mutex mutex_;  // registration and reassignment only, never on a data path
     // Each group created in this process.
     std::map<std::string, group_state, std::less<>> groups_;  // guarded by mutex_
+    std::uint64_t removed_consumed_ = 0;                      // what removed groups had committed; mutex_
 };
 
 }  // namespace bufferqueue::detail

@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/stats.hpp"
 #include "bufferqueue/topic/detail/storage_runner.hpp"
 
 #include <cstddef>
@@ -31,6 +32,8 @@ public:
     virtual const std::string& item_type_name() const noexcept = 0;
     /// Aborts waiting operations and rejects new ones. Idempotent, thread-safe.
     virtual void close() noexcept = 0;
+    /// A snapshot of the topic's statistics (see `buffer_queue::stats`). Thread-safe; allocates.
+    virtual topic_stats stats() = 0;
 
 protected:
     topic_base() = default;
@@ -114,6 +117,8 @@ public:
     virtual const std::string& group_name() const noexcept = 0;
     /// The partitions assigned now, ascending: a snapshot (see `pull_consumer::partitions`). Allocates.
     virtual std::vector<std::size_t> partitions() const = 0;
+    /// Items the consumer's partitions hold that its group has not committed (see `pull_consumer::lag`).
+    virtual std::uint64_t lag() const = 0;
     /// How the latest operation failed (see `pull_consumer::last_error`); empty after a success.
     virtual std::string last_error() const = 0;
     virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;

@@ -355,3 +355,14 @@ private:
 static_assert(storage_partition<memory_partition<int>, int>);
 
 }  // namespace bufferqueue::detail
+
+namespace bufferqueue {
+
+/// Memory partitions never block; their statistics report the backend "memory".
+template <class T>
+struct storage_traits<detail::memory_partition<T>> {
+    static constexpr bool blocking = false;
+    static constexpr std::string_view backend_name = "memory";
+};
+
+}  // namespace bufferqueue

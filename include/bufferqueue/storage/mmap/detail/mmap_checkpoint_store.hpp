@@ -10,6 +10,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_log_reader.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_retention.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
+#include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -21,6 +22,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -97,6 +99,19 @@ public:
     {
         const std::lock_guard lock(mutex_);
         return groups_.contains(group);
+    }
+
+    /// Every group the partition holds a checkpoint for (found on disk or created since), with its
+    /// committed position in items. Thread-safe (the groups lock); allocates.
+    std::vector<stored_group> stored_groups() const
+    {
+        std::vector<stored_group> listed;
+        const std::lock_guard lock(mutex_);
+        listed.reserve(groups_.size());
+        for (const auto& [name, position] : groups_) {
+            listed.push_back({name, position.items});
+        }
+        return listed;
     }
 
     /// Deletes the group's folder atomically (mmap_group_folder.hpp) and its cursor, then applies

@@ -120,6 +120,9 @@ public:
 
     bool has_group(std::string_view group) const { return checkpoints_.has_group(group); }
 
+    /// Every group with a checkpoint, also those no consumer opened (`group_listing_partition`).
+    std::vector<stored_group> stored_groups() const { return checkpoints_.stored_groups(); }
+
     /// Deletes the group's folder atomically (mmap_group_folder.hpp), then applies retention.
     std::uint64_t remove_group(std::string_view group)
     {
@@ -199,6 +202,7 @@ namespace bufferqueue {
 template <class T>
 struct storage_traits<detail::mmap_partition<T>> {
     static constexpr bool blocking = true;
+    static constexpr std::string_view backend_name = "mmap";
 };
 
 }  // namespace bufferqueue

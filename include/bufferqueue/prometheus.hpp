@@ -1,0 +1,129 @@
+// bufferqueue: Prometheus metrics of every topic of a buffer_queue (CMake component
+// bufferqueue::prometheus, which needs prometheus-cpp; see docs/statistics.md).
+//
+//     auto metrics = std::make_shared<bq::prometheus_collector>(queue);
+//     exposer.RegisterCollectable(metrics);                                       // prometheus::Exposer
+//     // or, on an HTTP server of your own:
+//     std::string text = prometheus::TextSerializer{}.Serialize(metrics->Collect());
+#pragma once
+
+#include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/stats.hpp"
+
+#include <prometheus/client_metric.h>
+#include <prometheus/collectable.h>
+#include <prometheus/metric_family.h>
+#include <prometheus/metric_type.h>
+
+#include <cstddef>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bufferqueue {
+
+/// The metric families of `topics` (what `buffer_queue::stats()` returned), every sample labelled
+/// `topic`, `item_type` (a topic name may be registered once per item type) and `backend`; per
+/// partition also `partition`, per group also `group`. Counts are items:
+/// - `bufferqueue_partition_end_items` (gauge): items ever appended to the partition;
+/// - `bufferqueue_partition_earliest_items` (gauge): the first item the partition still holds;
+/// - `bufferqueue_group_committed_items` (gauge): the group's committed position in the partition;
+/// - `bufferqueue_group_lag_items` (gauge): items of the partition the group has not committed
+///   (sum over `partition` for the group's lag);
+/// - `bufferqueue_produced_items_total`, `bufferqueue_consumed_items_total` (counters; see
+///   `topic_stats::produced`, `topic_stats::consumed`);
+/// - `bufferqueue_waiting_producers`, `bufferqueue_waiting_consumers` (gauges).
+/// Allocates; throws only `std::bad_alloc`. Thread-safe (a pure function).
+inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<topic_stats>& topics)
+{
+    using prometheus::MetricType;
+    std::vector<prometheus::MetricFamily> families{
+        {"bufferqueue_partition_end_items", "Items ever appended to the partition", MetricType::Gauge, {}},
+        {"bufferqueue_partition_earliest_items",
+         "Index of the first item the partition still holds",
+         MetricType::Gauge,
+         {}},
+        {"bufferqueue_group_committed_items",
+         "The consumer group's committed position in the partition, in items",
+         MetricType::Gauge,
+         {}},
+        {"bufferqueue_group_lag_items",
+         "Items of the partition the consumer group has not committed",
+         MetricType::Gauge,
+         {}},
+        {"bufferqueue_produced_items_total", "Items appended to the topic", MetricType::Counter, {}},
+        {"bufferqueue_consumed_items_total",
+         "Items committed by the topic's consumer groups in this process",
+         MetricType::Counter,
+         {}},
+        {"bufferqueue_waiting_producers", "Produces waiting for room in the bounded topic", MetricType::Gauge, {}},
+        {"bufferqueue_waiting_consumers", "Consumes waiting for data of the topic", MetricType::Gauge, {}},
+    };
+    enum family : std::size_t {
+        end,
+        earliest,
+        committed,
+        lag,
+        produced,
+        consumed,
+        waiting_producers,
+        waiting_consumers
+    };
+    const auto sample = [&](family which, std::vector<prometheus::ClientMetric::Label> labels, double value) {
+        prometheus::ClientMetric metric;
+        metric.label = std::move(labels);
+        if (families[which].type == MetricType::Counter) {
+            metric.counter.value = value;
+        } else {
+            metric.gauge.value = value;
+        }
+        families[which].metric.push_back(std::move(metric));
+    };
+    for (const topic_stats& topic : topics) {
+        const std::vector<prometheus::ClientMetric::Label> base{
+            {"topic", topic.topic}, {"item_type", topic.item_type}, {"backend", topic.backend}};
+        const auto with = [&](std::vector<prometheus::ClientMetric::Label> more) {
+            std::vector<prometheus::ClientMetric::Label> labels = base;
+            labels.insert(labels.end(), more.begin(), more.end());
+            return labels;
+        };
+        for (const partition_stats& partition : topic.partitions) {
+            const std::string index = std::to_string(partition.partition);
+            sample(end, with({{"partition", index}}), static_cast<double>(partition.end));
+            sample(earliest, with({{"partition", index}}), static_cast<double>(partition.earliest));
+        }
+        for (const group_stats& group : topic.groups) {
+            for (const group_partition_stats& partition : group.partitions) {
+                const std::string index = std::to_string(partition.partition);
+                sample(committed, with({{"group", group.name}, {"partition", index}}),
+                       static_cast<double>(partition.committed));
+                sample(lag, with({{"group", group.name}, {"partition", index}}), static_cast<double>(partition.lag));
+            }
+        }
+        sample(produced, base, static_cast<double>(topic.produced));
+        sample(consumed, base, static_cast<double>(topic.consumed));
+        sample(waiting_producers, base, static_cast<double>(topic.waiting_producers));
+        sample(waiting_consumers, base, static_cast<double>(topic.waiting_consumers));
+    }
+    return families;
+}
+
+/// A `prometheus::Collectable` over every topic of a queue: each `Collect()` (each scrape) takes a
+/// fresh `queue.stats()`, so topics and groups added later appear without registering anything
+/// again. Register it with a `prometheus::Exposer` (`RegisterCollectable`, beside your
+/// `prometheus::Registry`), or serialize `Collect()` with `prometheus::TextSerializer` on an HTTP
+/// server of your own. The queue must outlive every `Collect()` call: unregister the collector (or
+/// stop the exposer) before destroying the queue. Thread-safe: scrapes may run on any thread, also
+/// concurrently, while the queue is used; a scrape never blocks producers (see
+/// `buffer_queue::stats`). `Collect()` allocates and throws only `std::bad_alloc`.
+class prometheus_collector final : public prometheus::Collectable {
+public:
+    explicit prometheus_collector(const buffer_queue& queue) noexcept : queue_(&queue) {}
+
+    std::vector<prometheus::MetricFamily> Collect() const override { return metric_families(queue_->stats()); }
+
+private:
+    const buffer_queue* queue_;  // not owned; outlives this collector's scrapes
+};
+
+}  // namespace bufferqueue
