@@ -127,6 +127,17 @@ public:
                                                 "topics (see docs/kafka.md)");
     }
 
+    /// Names the topic and its backend only: partition ends and group positions (what the brokers
+    /// report) are not read yet, so `partitions` and `groups` stay empty rather than show zeros.
+    topic_stats stats() override
+    {
+        topic_stats snapshot;
+        snapshot.topic = name_;
+        snapshot.item_type = type_name_;
+        snapshot.backend = "kafka";
+        return snapshot;
+    }
+
     bool has_group(const std::string&) override { return false; }
     bool remove_group(const std::string&) override { return false; }
 
