@@ -129,7 +129,7 @@ private:
     struct durability_waiter {
         std::uint64_t end = 0;  // the logical offset one past its last record
         bool settled = false;
-        std::shared_ptr<const flush_failure> failure;  // set when the flush that settled it failed
+        std::shared_ptr<const flush_failure> failure{};  // set when the flush that settled it failed
     };
 
     // The longest a flush leader waits for followers (see gather_followers).

@@ -75,15 +75,15 @@ struct partition_summary {
 
 /// One record (or the damaged or partial record where reading stopped) found by `read_records`.
 struct record_entry {
-    std::uint64_t item = 0;              ///< items: the record's index (for an invalid record, where it would be)
-    std::uint64_t log_offset = 0;        ///< byte offset in the log
-    std::string segment_file;            ///< the segment file name ("00000000000000000000.log")
-    std::uint64_t position = 0;          ///< byte position in that file
-    std::uint64_t size = 0;              ///< the payload length the record declares
-    bool valid = true;                   ///< the checksum (and padding) match
-    std::span<const std::byte> payload;  ///< the payload (for an invalid record, what lies there)
-    std::string problem;                 ///< for an invalid record: why, and whether it is a tail
-    bool tail = false;                   ///< an invalid record that is the tail being written
+    std::uint64_t item = 0;                ///< items: the record's index (for an invalid record, where it would be)
+    std::uint64_t log_offset = 0;          ///< byte offset in the log
+    std::string segment_file{};            ///< the segment file name ("00000000000000000000.log")
+    std::uint64_t position = 0;            ///< byte position in that file
+    std::uint64_t size = 0;                ///< the payload length the record declares
+    bool valid = true;                     ///< the checksum (and padding) match
+    std::span<const std::byte> payload{};  ///< the payload (for an invalid record, what lies there)
+    std::string problem{};                 ///< for an invalid record: why, and whether it is a tail
+    bool tail = false;                     ///< an invalid record that is the tail being written
 };
 
 /// A partition opened read-only: its summary and its records. Move-only; not thread-safe (one
