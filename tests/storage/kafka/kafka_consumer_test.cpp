@@ -146,9 +146,9 @@ TEST_CASE("two consumers of one kafka group split the partitions, and a new memb
         io,
         [&]() -> boost::asio::awaitable<void> {
             while (later.size() < 4) {
-                const bq::batch<int> delivered = co_await next.consume(boost::asio::use_awaitable);
+                const bq::batch<int> delivered = co_await next.consume();
                 later.insert(delivered.begin(), delivered.end());
-                co_await next.commit(boost::asio::use_awaitable);
+                co_await next.commit();
             }
             finished = true;
         },

@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -34,24 +35,30 @@ public:
 
     /// Joins the group (the member's events are served on the topic's executor). Throws what
     /// `kafka_group_member::join` throws.
-    void join(kafka_group_settings settings) { member_ = kafka_group_member::join(std::move(settings), *this); }
+    void join(kafka_group_settings settings)
+    {
+        // Held while joining, so an event served at once (on another executor thread) sees the member.
+        const std::lock_guard lock(member_mutex_);
+        member_ = kafka_group_member::join(std::move(settings), *this);
+    }
 
     /// Leaves the group: the revocation reaches the inner topic first. Blocks for the leave-group
     /// round trip. Idempotent.
     void close() noexcept
     {
-        if (member_ != nullptr) {
-            member_->close();
+        if (const std::shared_ptr<kafka_group_member> joined = member()) {
+            joined->close();  // calls `revoked`, which takes member_mutex_: not held here
         }
     }
 
     void assigned(std::span<const std::int32_t> partitions) noexcept override
     {
         try {
+            const std::shared_ptr<kafka_group_member> joined = member();
             std::vector<std::size_t> numbers;
             for (const std::int32_t partition : partitions) {
                 if (auto* reader = cursor_of(partition)) {
-                    reader->set_owner(member_);
+                    reader->set_owner(joined);
                     numbers.push_back(static_cast<std::size_t>(partition));
                 }
             }
@@ -75,9 +82,10 @@ public:
         } catch (...) {
             // Closed meanwhile: it reads nothing more anyway.
         }
+        const std::shared_ptr<kafka_group_member> joined = member();
         for (const std::int32_t partition : partitions) {
             if (auto* reader = cursor_of(partition)) {
-                reader->clear_owner(member_.get());
+                reader->clear_owner(joined.get());
             }
         }
     }
@@ -95,6 +103,12 @@ public:
     }
 
 private:
+    std::shared_ptr<kafka_group_member> member() const noexcept
+    {
+        const std::lock_guard lock(member_mutex_);
+        return member_;
+    }
+
     typename kafka_partition<T>::cursor* cursor_of(std::int32_t partition) noexcept
     {
         if (partition < 0 || static_cast<std::uint32_t>(partition) >= topic_->partition_count()) {
@@ -110,7 +124,8 @@ private:
     const std::shared_ptr<inner_topic> topic_;
     const std::string group_;
     const std::size_t index_;
-    std::shared_ptr<kafka_group_member> member_;  // set once by join, before any event is served
+    mutable std::mutex member_mutex_;
+    std::shared_ptr<kafka_group_member> member_;  // guarded by member_mutex_; set once by join
 };
 
 /// The consumer handed to the `pull_consumer` handle: the inner topic's shared consumer, whose
