@@ -145,6 +145,18 @@ public:
         }
     }
 
+    boost::system::error_code commit_and_wait(std::int32_t partition, std::int64_t next_offset) override
+    {
+        rd_kafka_topic_partition_list_t* offsets = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(offsets, topic_.c_str(), partition)->offset = next_offset;
+        rd_kafka_resp_err_t result = rd_kafka_commit(client_, offsets, 0);
+        for (int index = 0; result == RD_KAFKA_RESP_ERR_NO_ERROR && index < offsets->cnt; ++index) {
+            result = offsets->elems[index].err;
+        }
+        rd_kafka_topic_partition_list_destroy(offsets);
+        return kafka_error_code(result);
+    }
+
     void close() noexcept override
     {
         const std::lock_guard serving(serve_mutex_);

@@ -242,24 +242,6 @@ TEST_CASE("closing the queue completes kafka produces still waiting for the brok
     io.run();
 }
 
-TEST_CASE("kafka topics refuse consumers until they are implemented, naming the topic", "[kafka]")
-{
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
-    const std::string topic = bq::test::unique_topic("numbers");
-    cluster.create_topic(topic, 1);
-    boost::asio::io_context io;
-    bq::buffer_queue queue(io.get_executor());
-    queue.add_topic(bq::kafka_topic_options<int>{.name = topic,
-                                                 .partitions = 1,
-                                                 .bootstrap_servers = cluster.bootstrap_servers(),
-                                                 .properties = quiet_properties()});
-    const auto failure = bq::test::error_from(
-        [&] { (void)queue.create_pull_consumers<int>(bq::pull_consumer_options{.topic = topic, .group = "g"}, 1); });
-    REQUIRE(failure);
-    CHECK(failure->code() == errc::invalid_argument);
-    CHECK(std::string(failure->what()).find(topic) != std::string::npos);
-}
-
 TEST_CASE("kafka produces from several threads at once all complete and every record is stored once", "[kafka]")
 {
     bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();

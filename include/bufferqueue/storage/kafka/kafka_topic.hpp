@@ -10,6 +10,7 @@
 #include "bufferqueue/storage/kafka/detail/kafka_topic.hpp"
 #include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
+#include "bufferqueue/topic/partitioned_topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
 
 #include <chrono>
@@ -91,6 +92,15 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                    "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
                        std::to_string(options.connect_timeout.count()) + " ms)");
 
+    topic_partitions<kafka_partition<T>> partitions;
+    partitions.reserve(options.partitions);
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        partitions.emplace_back(options.name, static_cast<std::int32_t>(partition), options.serializer);
+    }
+    auto consumers = std::static_pointer_cast<basic_topic<T, kafka_partition<T>>>(
+        build_topic(topic_settings<T>{.name = options.name, .partition_key = options.partition_key},
+                    std::move(partitions), context.executor(), [&context] { return context.blocking_pool(); }));
+    std::map<std::string, std::string> consumer_properties = options.properties;
     auto producer =
         kafka_producer::connect(kafka_producer_settings{.topic = options.name,
                                                         .partitions = options.partitions,
@@ -105,7 +115,10 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                                           .partition_key = std::move(options.partition_key),
                                           .serializer = std::move(options.serializer),
                                           .executor = context.executor(),
-                                          .producer = std::move(producer)});
+                                          .producer = std::move(producer),
+                                          .consumers = std::move(consumers),
+                                          .bootstrap_servers = options.bootstrap_servers,
+                                          .properties = std::move(consumer_properties)});
     return registered_topic_access::make(std::move(topic));
 }
 

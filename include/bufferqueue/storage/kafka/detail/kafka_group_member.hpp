@@ -86,6 +86,12 @@ public:
     virtual void commit(std::int32_t partition, std::int64_t next_offset,
                         std::function<void(boost::system::error_code)> done) = 0;
 
+    /// Commits `next_offset` for `partition` and waits for the broker's answer (librdkafka's
+    /// synchronous `rd_kafka_commit`, which waits on a queue of its own, not on the executor):
+    /// blocks the calling thread for the round trip, so call it where blocking is allowed (the
+    /// topic's I/O pool). Returns the broker's error (empty: committed).
+    virtual boost::system::error_code commit_and_wait(std::int32_t partition, std::int64_t next_offset) = 0;
+
     /// Leaves the group (the listener hears the revocation first) and stops serving events. Blocks
     /// for the leave-group round trip (librdkafka's `rd_kafka_consumer_close`). Idempotent.
     virtual void close() noexcept = 0;

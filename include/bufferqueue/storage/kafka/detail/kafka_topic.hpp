@@ -1,10 +1,11 @@
 // Internal: the typed Kafka topic - our routing, produce through librdkafka, completion on the
-// broker's acknowledgement. Consumers are not implemented yet (docs/kafka.md).
+// broker's acknowledgement; pull consumers as Kafka group members over an inner topic (docs/kafka.md).
 #pragma once
 
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_consumer.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_delivery.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
@@ -12,7 +13,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <numeric>
 #include <span>
 #include <string>
 #include <typeindex>
@@ -24,10 +27,17 @@ namespace bufferqueue::detail {
 /// computes key partitions exactly as for memory and mmap topics (`partition_for_key`), round-robin
 /// advances once per item; every record is produced to that explicit partition. `try_produce` hands
 /// records to librdkafka and returns (`produce_now` without waiting); an awaited produce hands them
-/// over in `produce_waiting` and completes on the last delivery report. Thread-safe.
+/// over in `produce_waiting` and completes on the last delivery report.
+///
+/// Consumers belong to an inner `basic_topic<T, kafka_partition<T>>`, so the shared consumer logic
+/// (ring scan, commit bookkeeping, `partition_revoked`, hand-over) is the one of every backend.
+/// Each bufferqueue consumer is one Kafka group member (`kafka_group_binding`): it starts with no
+/// partitions, and its member's rebalances assign and revoke them. Thread-safe.
 template <class T>
 class kafka_topic final : public topic<T> {
 public:
+    using inner_topic = basic_topic<T, kafka_partition<T>>;
+
     struct settings {
         std::string name;
         std::uint32_t partitions = 1;
@@ -35,13 +45,18 @@ public:
         any_serializer<T> serializer;
         boost::asio::any_io_executor executor;
         std::shared_ptr<kafka_producer> producer;  // connected, metadata checked
+        std::shared_ptr<inner_topic> consumers;    // the inner topic of the consumers
+        std::string bootstrap_servers;             // for the consumers' clients
+        std::map<std::string, std::string> properties;
     };
 
     explicit kafka_topic(settings configuration)
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partitions_(configuration.partitions), partition_key_(std::move(configuration.partition_key)),
           serializer_(std::move(configuration.serializer)), executor_(std::move(configuration.executor)),
-          producer_(std::move(configuration.producer))
+          producer_(std::move(configuration.producer)), inner_(std::move(configuration.consumers)),
+          bootstrap_servers_(std::move(configuration.bootstrap_servers)),
+          properties_(std::move(configuration.properties))
     {
     }
 
@@ -61,6 +76,7 @@ public:
     void close() noexcept override
     {
         if (!closed_.exchange(true, std::memory_order_acq_rel)) {
+            inner_->close();
             producer_->close();
         }
     }
@@ -120,11 +136,37 @@ public:
         call->finish_enqueueing();
     }
 
-    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options&, std::size_t) override
+    /// Creates `count` members of Kafka consumer group `options.group` (one librdkafka consumer
+    /// client each, on the topic's executor). They start with no partitions; the group's rebalances
+    /// assign them, seconds later. Throws what the inner topic throws (`group_exists`,
+    /// `too_many_consumers`, `closed`) and what `kafka_group_member::join` throws.
+    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
+                                                                    std::size_t count) override
     {
-        throw error(errc::invalid_argument, "kafka topic '" + name_ +
-                                                "': pull and push consumers are not implemented yet for Kafka "
-                                                "topics (see docs/kafka.md)");
+        std::vector<std::shared_ptr<consumer_base<T>>> made = inner_->create_consumers(options, count);
+        std::vector<std::shared_ptr<consumer_base<T>>> members;
+        try {
+            std::vector<std::size_t> every(partitions_);
+            std::iota(every.begin(), every.end(), std::size_t{0});
+            for (std::size_t index = 0; index < made.size(); ++index) {
+                inner_->revoke_partitions(options.group, index, every);  // the group protocol decides
+            }
+            for (std::size_t index = 0; index < made.size(); ++index) {
+                auto binding = std::make_unique<kafka_group_binding<T>>(inner_, options.group, index);
+                binding->join(kafka_group_settings{.topic = name_,
+                                                   .group = options.group,
+                                                   .bootstrap_servers = bootstrap_servers_,
+                                                   .properties = properties_,
+                                                   .executor = executor_});
+                members.push_back(std::make_shared<kafka_consumer<T>>(made[index], std::move(binding)));
+            }
+        } catch (...) {
+            for (const auto& each : made) {
+                each->close();
+            }
+            throw;
+        }
+        return members;
     }
 
     /// Names the topic and its backend only: partition ends and group positions (what the brokers
@@ -138,17 +180,20 @@ public:
         return snapshot;
     }
 
-    bool has_group(const std::string&) override { return false; }
-    bool remove_group(const std::string&) override { return false; }
+    bool has_group(const std::string& group) override { return inner_->has_group(group); }
+    bool remove_group(const std::string& group) override { return inner_->remove_group(group); }
 
-    void assign_partitions(const std::string& group, std::size_t, std::span<const std::size_t>) override
+    /// The group's rebalances call these already; a caller's own calls are overridden by the next one.
+    void assign_partitions(const std::string& group, std::size_t consumer,
+                           std::span<const std::size_t> partitions) override
     {
-        throw error(errc::invalid_argument, "kafka topic '" + name_ + "': no consumer group '" + group + "'");
+        inner_->assign_partitions(group, consumer, partitions);
     }
 
-    void revoke_partitions(const std::string& group, std::size_t, std::span<const std::size_t>) override
+    void revoke_partitions(const std::string& group, std::size_t consumer,
+                           std::span<const std::size_t> partitions) override
     {
-        throw error(errc::invalid_argument, "kafka topic '" + name_ + "': no consumer group '" + group + "'");
+        inner_->revoke_partitions(group, consumer, partitions);
     }
 
     /// The producer client (tests: in-flight records, unawaited failures).
@@ -193,6 +238,9 @@ private:
     const any_serializer<T> serializer_;
     const boost::asio::any_io_executor executor_;
     const std::shared_ptr<kafka_producer> producer_;
+    const std::shared_ptr<inner_topic> inner_;
+    const std::string bootstrap_servers_;
+    const std::map<std::string, std::string> properties_;
     const storage_runner runner_{};  // never blocks
     std::atomic<std::size_t> round_robin_{0};
     std::atomic<bool> closed_{false};

@@ -1,0 +1,173 @@
+// Internal: a pull consumer of a Kafka topic - the shared consumer of the inner topic plus the
+// Kafka group member whose rebalances assign and revoke its partitions (docs/kafka.md).
+#pragma once
+
+#include "bufferqueue/storage/kafka/detail/kafka_group_member.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_partition.hpp"
+#include "bufferqueue/topic/detail/basic_topic.hpp"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// Connects one Kafka group member to consumer `index` of `group` in the inner topic: assigned
+/// partitions are given to that consumer (and their cursors read through this member), revoked
+/// ones are taken away, record arrivals wake the partition's waiting consumers. The listener runs
+/// on the member's executor or inside its close; it never throws (an assignment to a consumer
+/// closed meanwhile is dropped).
+template <class T>
+class kafka_group_binding final : public kafka_group_listener {
+public:
+    using inner_topic = basic_topic<T, kafka_partition<T>>;
+
+    kafka_group_binding(std::shared_ptr<inner_topic> topic, std::string group, std::size_t index)
+        : topic_(std::move(topic)), group_(std::move(group)), index_(index)
+    {
+    }
+
+    ~kafka_group_binding() override { close(); }
+
+    /// Joins the group (the member's events are served on the topic's executor). Throws what
+    /// `kafka_group_member::join` throws.
+    void join(kafka_group_settings settings)
+    {
+        // Held while joining, so an event served at once (on another executor thread) sees the member.
+        const std::lock_guard lock(member_mutex_);
+        member_ = kafka_group_member::join(std::move(settings), *this);
+    }
+
+    /// Leaves the group: the revocation reaches the inner topic first. Blocks for the leave-group
+    /// round trip. Idempotent.
+    void close() noexcept
+    {
+        if (const std::shared_ptr<kafka_group_member> joined = member()) {
+            joined->close();  // calls `revoked`, which takes member_mutex_: not held here
+        }
+    }
+
+    void assigned(std::span<const std::int32_t> partitions) noexcept override
+    {
+        try {
+            const std::shared_ptr<kafka_group_member> joined = member();
+            std::vector<std::size_t> numbers;
+            for (const std::int32_t partition : partitions) {
+                if (auto* reader = cursor_of(partition)) {
+                    reader->set_owner(joined);
+                    numbers.push_back(static_cast<std::size_t>(partition));
+                }
+            }
+            topic_->assign_partitions(group_, index_, numbers);
+            for (const std::size_t partition : numbers) {
+                topic_->slot(partition).storage.notify();  // records may be there already
+            }
+        } catch (...) {
+            // The consumer or topic closed meanwhile: it takes no partitions any more.
+        }
+    }
+
+    void revoked(std::span<const std::int32_t> partitions) noexcept override
+    {
+        std::vector<std::size_t> numbers;
+        try {
+            for (const std::int32_t partition : partitions) {
+                numbers.push_back(static_cast<std::size_t>(partition));
+            }
+            topic_->revoke_partitions(group_, index_, numbers);
+        } catch (...) {
+            // Closed meanwhile: it reads nothing more anyway.
+        }
+        const std::shared_ptr<kafka_group_member> joined = member();
+        for (const std::int32_t partition : partitions) {
+            if (auto* reader = cursor_of(partition)) {
+                reader->clear_owner(joined.get());
+            }
+        }
+    }
+
+    void records_available(std::int32_t partition) noexcept override
+    {
+        if (partition >= 0 && static_cast<std::uint32_t>(partition) < topic_->partition_count()) {
+            topic_->slot(static_cast<std::size_t>(partition)).storage.notify();
+        }
+    }
+
+    void failed(boost::system::error_code, const std::string&) noexcept override
+    {
+        // Not surfaced yet (docs/kafka.md "Not yet": offsets out of range, broker errors).
+    }
+
+private:
+    std::shared_ptr<kafka_group_member> member() const noexcept
+    {
+        const std::lock_guard lock(member_mutex_);
+        return member_;
+    }
+
+    typename kafka_partition<T>::cursor* cursor_of(std::int32_t partition) noexcept
+    {
+        if (partition < 0 || static_cast<std::uint32_t>(partition) >= topic_->partition_count()) {
+            return nullptr;
+        }
+        try {
+            return topic_->slot(static_cast<std::size_t>(partition)).storage.find_cursor(group_);
+        } catch (...) {
+            return nullptr;
+        }
+    }
+
+    const std::shared_ptr<inner_topic> topic_;
+    const std::string group_;
+    const std::size_t index_;
+    mutable std::mutex member_mutex_;
+    std::shared_ptr<kafka_group_member> member_;  // guarded by member_mutex_; set once by join
+};
+
+/// The consumer handed to the `pull_consumer` handle: the inner topic's shared consumer, whose
+/// partitions its Kafka group member's rebalances decide. `close` also leaves the group. Every
+/// member forwards; thread-safety as the shared consumer's.
+template <class T>
+class kafka_consumer final : public consumer_base<T> {
+public:
+    kafka_consumer(std::shared_ptr<consumer_base<T>> inner, std::unique_ptr<kafka_group_binding<T>> binding)
+        : inner_(std::move(inner)), binding_(std::move(binding))
+    {
+    }
+
+    ~kafka_consumer() override { close(); }
+
+    consume_attempt<T> begin_consume(bool will_wait) override { return inner_->begin_consume(will_wait); }
+    void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) override
+    {
+        inner_->wait(std::move(completion));
+    }
+    boost::system::error_code commit() override { return inner_->commit(); }
+    /// Closes the consumer, then leaves the Kafka group (blocks for the leave-group round trip).
+    void close() noexcept override
+    {
+        inner_->close();
+        binding_->close();
+    }
+    void cancel() noexcept override { inner_->cancel(); }
+    const std::string& topic_name() const noexcept override { return inner_->topic_name(); }
+    const std::string& group_name() const noexcept override { return inner_->group_name(); }
+    std::vector<std::size_t> partitions() const override { return inner_->partitions(); }
+    std::uint64_t lag() const override { return inner_->lag(); }
+    std::string last_error() const override { return inner_->last_error(); }
+    const boost::asio::any_io_executor& default_executor() const noexcept override
+    {
+        return inner_->default_executor();
+    }
+    const storage_runner& runner() const noexcept override { return inner_->runner(); }
+
+private:
+    const std::shared_ptr<consumer_base<T>> inner_;
+    const std::unique_ptr<kafka_group_binding<T>> binding_;
+};
+
+}  // namespace bufferqueue::detail

@@ -1,0 +1,256 @@
+// Internal: the storage partition behind the consumers of a Kafka topic - records a group member
+// read, decoded and held until committed (see docs/kafka.md "Pull consumers").
+#pragma once
+
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/serialization/any_serializer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_group_member.hpp"
+#include "bufferqueue/storage/storage.hpp"
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// One partition of a Kafka topic as the shared consumer logic sees it. It never stores: producing
+/// goes through the topic's producer client, so `append` refuses. Each group's `cursor` reads
+/// through the group member that owns the partition now (set by that member's rebalance listener)
+/// and keeps the records from the group's committed position on, decoded, until a commit passes
+/// them: a batch pulled again without a commit is the same batch, as on memory topics.
+/// A new owner (every assignment, also the same member's after an eager rebalance) starts from
+/// what its client fetches, which is the group's committed offset, so uncommitted records are
+/// delivered again (at-least-once).
+///
+/// Threads: as `storage_partition` says; in addition `set_owner` / `clear_owner` run on the
+/// members' executor while the cursor's consumer pulls (the owner is guarded by a mutex of the
+/// cursor, never held across a network call). `commit` blocks for the broker's answer, hence
+/// `storage_traits<kafka_partition<T>>::blocking`.
+template <class T>
+class kafka_partition {
+public:
+    class cursor {
+    public:
+        /// The member that owns the partition for this group from now on (rebalance listener).
+        void set_owner(std::shared_ptr<kafka_group_member> member)
+        {
+            const std::lock_guard lock(owner_mutex_);
+            owner_ = std::move(member);
+            ++generation_;
+        }
+
+        /// `member` lost the partition: nothing more is read through it.
+        void clear_owner(const kafka_group_member* member)
+        {
+            const std::lock_guard lock(owner_mutex_);
+            if (owner_.get() == member) {
+                owner_.reset();
+                ++generation_;
+            }
+        }
+
+    private:
+        friend class kafka_partition;
+
+        std::shared_ptr<kafka_group_member> owner(std::uint64_t& generation) const
+        {
+            const std::lock_guard lock(owner_mutex_);
+            generation = generation_;
+            return owner_;
+        }
+
+        mutable std::mutex owner_mutex_;
+        std::shared_ptr<kafka_group_member> owner_;  // guarded by owner_mutex_
+        std::uint64_t generation_ = 0;               // guarded by owner_mutex_: changes with the owner
+        std::atomic<std::uint64_t> committed_{0};    // the last offset committed through this process
+        // Used by the one consumer holding the partition (the topic layer hands cursors over):
+        std::uint64_t seen_generation_ = 0;
+        std::vector<T> items_;               // decoded records from the committed position on
+        std::vector<std::int64_t> offsets_;  // each item's offset
+        std::size_t committed_prefix_ = 0;   // items_ a commit passed, dropped at the next pull
+        std::vector<kafka_record> raw_;      // read, not decoded yet (after a record failed to decode)
+        std::size_t raw_next_ = 0;
+    };
+
+    kafka_partition(std::string topic, std::int32_t partition, any_serializer<T> serializer)
+        : topic_(std::move(topic)), partition_(partition), serializer_(std::move(serializer))
+    {
+    }
+
+    void bind_waker(partition_waker waker) noexcept { waker_ = waker; }
+    /// Records arrived for some group's member (listener's `records_available`).
+    void notify() const noexcept { waker_.notify(); }
+
+    void append(const item_source<T>&, std::size_t&)
+    {
+        throw error(errc::invalid_argument, "kafka topic '" + topic_ +
+                                                "': records are produced through the "
+                                                "topic's producer client, not appended");
+    }
+
+    cursor& open_cursor(std::string_view group)
+    {
+        const std::lock_guard lock(groups_mutex_);
+        auto& slot = cursors_[std::string(group)];
+        if (!slot) {
+            slot = std::make_unique<cursor>();
+        }
+        return *slot;
+    }
+
+    /// The group's cursor, or null when no consumer of this process opened the group.
+    cursor* find_cursor(std::string_view group)
+    {
+        const std::lock_guard lock(groups_mutex_);
+        const auto found = cursors_.find(group);
+        return found != cursors_.end() ? found->second.get() : nullptr;
+    }
+
+    bool has_group(std::string_view group) const
+    {
+        const std::lock_guard lock(groups_mutex_);
+        return cursors_.find(group) != cursors_.end();
+    }
+
+    std::uint64_t remove_group(std::string_view group)
+    {
+        const std::lock_guard lock(groups_mutex_);
+        if (const auto found = cursors_.find(group); found != cursors_.end()) {
+            cursors_.erase(found);
+        }
+        return 0;
+    }
+
+    /// Decodes what the owner's client holds, up to `max_items` records from the committed position.
+    /// Throws `errc::corrupt_data` naming the offset when a record does not decode (that record is
+    /// skipped, the ones after it stay for the next pull).
+    pull_result<T> pull(cursor& reader, std::size_t max_items)
+    {
+        if (closed_.load(std::memory_order_acquire)) {
+            return {};
+        }
+        std::uint64_t generation = 0;
+        const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
+        if (generation != reader.seen_generation_) {  // a new owner fetches from the committed offset
+            reader.seen_generation_ = generation;
+            reader.items_.clear();
+            reader.offsets_.clear();
+            reader.raw_.clear();
+            reader.raw_next_ = 0;
+            reader.committed_prefix_ = 0;
+        }
+        if (reader.committed_prefix_ != 0) {
+            const auto passed = static_cast<std::ptrdiff_t>(reader.committed_prefix_);
+            reader.items_.erase(reader.items_.begin(), reader.items_.begin() + passed);
+            reader.offsets_.erase(reader.offsets_.begin(), reader.offsets_.begin() + passed);
+            reader.committed_prefix_ = 0;
+        }
+        if (member != nullptr && reader.items_.size() < max_items) {
+            if (reader.raw_next_ >= reader.raw_.size()) {
+                reader.raw_.clear();
+                reader.raw_next_ = 0;
+                member->read(partition_, max_items - reader.items_.size(), reader.raw_);
+            }
+            while (reader.raw_next_ < reader.raw_.size() && reader.items_.size() < max_items) {
+                const kafka_record& record = reader.raw_[reader.raw_next_++];
+                try {
+                    reader.items_.push_back(serializer_.deserialize(record.value));
+                } catch (...) {
+                    throw error(errc::corrupt_data, "kafka topic '" + topic_ + "' partition " +
+                                                        std::to_string(partition_) + " offset " +
+                                                        std::to_string(record.offset) +
+                                                        ": the record does not decode: " + exception_message());
+                }
+                reader.offsets_.push_back(record.offset);
+            }
+        }
+        const std::size_t count = std::min(max_items, reader.items_.size());
+        if (count == 0) {
+            return {};
+        }
+        return {std::span<const T>(reader.items_.data(), count),
+                static_cast<std::uint64_t>(reader.offsets_[count - 1] + 1)};
+    }
+
+    /// Commits `next_offset` through the owner and waits for the broker (blocks; runs on the I/O
+    /// pool). Throws `errc::partition_revoked` when no member of this process owns the partition
+    /// for the group now, else the broker's error naming topic, partition and offset.
+    std::uint64_t commit(cursor& reader, std::uint64_t next_offset)
+    {
+        std::uint64_t generation = 0;
+        const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
+        if (member == nullptr || generation != reader.seen_generation_) {
+            throw error(errc::partition_revoked, "kafka topic '" + topic_ + "' partition " +
+                                                     std::to_string(partition_) +
+                                                     ": the group gave the partition to another member");
+        }
+        const boost::system::error_code result =
+            member->commit_and_wait(partition_, static_cast<std::int64_t>(next_offset));
+        if (result) {
+            throw error(static_cast<errc>(result.value()),
+                        "kafka topic '" + topic_ + "' partition " + std::to_string(partition_) + ": commit of offset " +
+                            std::to_string(next_offset) + " failed: " + result.message());
+        }
+        reader.committed_.store(next_offset, std::memory_order_release);
+        const auto passed =
+            std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), static_cast<std::int64_t>(next_offset));
+        reader.committed_prefix_ = static_cast<std::size_t>(passed - reader.offsets_.begin());
+        return 0;  // nothing was admitted through append: no capacity to give back
+    }
+
+    void release_batch(cursor&) noexcept {}
+
+    bool has_data(const cursor& reader) const noexcept
+    {
+        if (reader.items_.size() > reader.committed_prefix_ || reader.raw_next_ < reader.raw_.size()) {
+            return true;
+        }
+        try {
+            std::uint64_t generation = 0;
+            const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
+            return member != nullptr && member->has_records(partition_);
+        } catch (...) {
+            return false;
+        }
+    }
+
+    void close() noexcept { closed_.store(true, std::memory_order_release); }
+
+    // Statistics: the brokers' numbers are not read yet (docs/kafka.md "Not yet").
+    std::uint64_t end_items() const noexcept { return 0; }
+    std::uint64_t earliest_items() const noexcept { return 0; }
+    std::uint64_t committed_items(const cursor& reader) const noexcept
+    {
+        return reader.committed_.load(std::memory_order_acquire);
+    }
+
+private:
+    const std::string topic_;
+    const std::int32_t partition_;
+    const any_serializer<T> serializer_;
+    partition_waker waker_;  // set once, before any consumer exists
+    std::atomic<bool> closed_{false};
+    mutable std::mutex groups_mutex_;
+    std::map<std::string, std::unique_ptr<cursor>, std::less<>> cursors_;  // guarded by groups_mutex_
+};
+
+}  // namespace bufferqueue::detail
+
+namespace bufferqueue {
+
+/// Kafka partitions commit with a broker round trip: the consumers' operations run on the I/O pool.
+template <class T>
+struct storage_traits<detail::kafka_partition<T>> {
+    static constexpr bool blocking = true;
+    static constexpr std::string_view backend_name = "kafka";
+};
+
+}  // namespace bufferqueue

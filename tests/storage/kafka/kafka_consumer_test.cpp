@@ -1,0 +1,226 @@
+// Kafka topics: pull consumers as members of a Kafka consumer group (docs/kafka.md "Pull consumers"):
+// the group splits the partitions, records wake a waiting consume, a commit is where a new member
+// resumes, a revoked partition's batch cannot be committed and goes to the new owner.
+#include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/kafka.hpp"
+
+#include "catch.hpp"
+#include "kafka_test_support.hpp"
+#include "test_support.hpp"
+
+#include <utility>  // before the Asio coroutine headers (GCC 12)
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace bq = bufferqueue;
+using bq::test::quiet_properties;
+using bq::test::run_until;
+
+boost::system::error_code produce_and_wait(bq::producer<int>& producer, std::vector<int> items,
+                                           boost::asio::io_context& io)
+{
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
+    run_until(io, [&] { return result.has_value(); });
+    return *result;
+}
+
+bq::kafka_topic_options<int> options_for(const std::string& topic, std::size_t partitions)
+{
+    return bq::kafka_topic_options<int>{
+        .name = topic,
+        .partitions = partitions,
+        .bootstrap_servers = bq::test::shared_kafka_cluster().bootstrap_servers(),
+        // Later rebalances take about session.timeout.ms - 1000 on the mock.
+        .properties = quiet_properties(
+            {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})};
+}
+
+// Consumes one batch with a callback token (the io_context runs it); REQUIREs it within the timeout.
+bq::batch<int> consume_one(boost::asio::io_context& io, bq::pull_consumer<int>& consumer,
+                           std::chrono::milliseconds timeout = std::chrono::seconds(10))
+{
+    std::optional<boost::system::error_code> result;
+    std::vector<int> items;
+    std::size_t partition = 0;
+    consumer.consume([&](boost::system::error_code error, bq::batch<int> delivered) {
+        items.assign(delivered.begin(), delivered.end());
+        partition = delivered.partition();
+        result = error;
+    });
+    run_until(
+        io, [&] { return result.has_value(); }, timeout);
+    REQUIRE(*result == boost::system::error_code());
+    static std::vector<std::vector<int>> keep;  // the batch's items outlive this call
+    keep.push_back(std::move(items));
+    return bq::batch<int>(keep.back(), partition);
+}
+
+boost::system::error_code commit_and_wait(boost::asio::io_context& io, bq::pull_consumer<int>& consumer)
+{
+    std::optional<boost::system::error_code> result;
+    consumer.commit([&](boost::system::error_code error) { result = error; });
+    run_until(io, [&] { return result.has_value(); });
+    return *result;
+}
+
+std::set<std::size_t> owned(const bq::pull_consumer<int>& consumer)
+{
+    const std::vector<std::size_t> partitions = consumer.partitions();
+    return {partitions.begin(), partitions.end()};
+}
+
+}  // namespace
+
+TEST_CASE("two consumers of one kafka group split the partitions, and a new member resumes after the commits",
+          "[kafka][slow]")
+{
+    const std::string topic = bq::test::unique_topic("split");
+    bq::test::shared_kafka_cluster().create_topic(topic, 4);
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(options_for(topic, 4));
+    auto producer = queue.producer<int>(topic);
+    REQUIRE(produce_and_wait(producer, bq::test::range(0, 40), io) == boost::system::error_code());
+
+    std::vector<std::multiset<int>> received(2);
+    {
+        auto consumers = queue.create_pull_consumers<int>({.topic = topic, .group = "workers"}, 2);
+        // They start with nothing: the group protocol assigns, seconds later.
+        CHECK(consumers[0].partitions().empty());
+        CHECK(consumers[1].partitions().empty());
+        run_until(
+            io, [&] { return owned(consumers[0]).size() + owned(consumers[1]).size() == 4; }, std::chrono::seconds(20));
+        std::set<std::size_t> every = owned(consumers[0]);
+        every.merge(owned(consumers[1]));
+        CHECK(every == std::set<std::size_t>{0, 1, 2, 3});
+        CHECK_FALSE(owned(consumers[0]).empty());
+        CHECK_FALSE(owned(consumers[1]).empty());
+
+        // Each consumer receives exactly the records of its own partitions (round-robin: item % 4,
+        // 10 records each), committing batch by batch.
+        for (std::size_t index = 0; index < 2; ++index) {
+            const std::set<std::size_t> mine = owned(consumers[index]);
+            while (received[index].size() < 10 * mine.size()) {
+                const bq::batch<int> delivered = consume_one(io, consumers[index]);
+                CHECK(mine.count(delivered.partition()) == 1);
+                for (const int item : delivered) {
+                    CHECK(static_cast<std::size_t>(item % 4) == delivered.partition());
+                    received[index].insert(item);
+                }
+                REQUIRE(commit_and_wait(io, consumers[index]) == boost::system::error_code());
+            }
+        }
+        std::multiset<int> all = received[0];
+        all.insert(received[1].begin(), received[1].end());
+        const std::vector<int> produced = bq::test::range(0, 40);
+        CHECK(all == std::multiset<int>(produced.begin(), produced.end()));
+        for (auto& consumer : consumers) {
+            consumer.close();  // leaves the group at once
+        }
+    }
+
+    // A new member of the group starts after what was committed: a `co_await consume()` waiting
+    // before the records exist is woken by their arrival (no polling thread, the io_context's one
+    // thread serves everything) and sees only the new records.
+    auto next = queue.create_pull_consumer<int>({.topic = topic, .group = "workers"});
+    run_until(
+        io, [&] { return owned(next).size() == 4; }, std::chrono::seconds(20));
+    std::multiset<int> later;
+    bool finished = false;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+            while (later.size() < 4) {
+                const bq::batch<int> delivered = co_await next.consume();
+                later.insert(delivered.begin(), delivered.end());
+                co_await next.commit();
+            }
+            finished = true;
+        },
+        boost::asio::detached);
+    io.restart();
+    io.run_for(std::chrono::milliseconds(200));
+    CHECK(later.empty());  // waiting: nothing after the commits yet
+    REQUIRE(produce_and_wait(producer, {100, 101, 102, 103}, io) == boost::system::error_code());
+    run_until(io, [&] { return finished; });
+    CHECK(later == std::multiset<int>{100, 101, 102, 103});
+}
+
+TEST_CASE("a kafka batch of a revoked partition cannot be committed and is delivered again to the new owner",
+          "[kafka][slow]")
+{
+    const std::string topic = bq::test::unique_topic("revoked");
+    bq::test::shared_kafka_cluster().create_topic(topic, 2);
+    boost::asio::io_context io;
+    bq::buffer_queue first_queue(io.get_executor());
+    first_queue.add_topic(options_for(topic, 2));
+    auto producer = first_queue.producer<int>(topic);
+    REQUIRE(produce_and_wait(producer, {10, 11}, io) == boost::system::error_code());  // one per partition
+
+    auto first = first_queue.create_pull_consumer<int>({.topic = topic, .group = "movers"});
+    const bq::batch<int> held = consume_one(io, first, std::chrono::seconds(20));
+    REQUIRE(held.size() == 1);
+
+    // Another process's member (here: another queue) joins the group; the rebalance revokes.
+    bq::buffer_queue second_queue(io.get_executor());
+    second_queue.add_topic(options_for(topic, 2));
+    auto second = second_queue.create_pull_consumer<int>({.topic = topic, .group = "movers"});
+    run_until(
+        io, [&] { return owned(second).size() == 1; }, std::chrono::seconds(20));
+    CHECK(commit_and_wait(io, first) == bq::errc::partition_revoked);
+    UNSCOPED_INFO("the held partition moved to the new member: " << (owned(second).count(held.partition()) == 1));
+
+    // The first member leaves; the new one takes every partition and receives the held record again
+    // (nothing was committed), from the group's committed offset on.
+    first.close();
+    run_until(
+        io, [&] { return owned(second).size() == 2; }, std::chrono::seconds(20));
+    std::optional<int> again;
+    while (!again) {
+        const bq::batch<int> delivered = consume_one(io, second, std::chrono::seconds(20));
+        if (delivered.partition() == held.partition()) {
+            again = delivered.front();
+        }
+    }
+    CHECK(*again == held.front());
+    second.close();
+}
+
+TEST_CASE("a kafka consumer group created twice in one queue is group_exists, and one name on two topics is two groups",
+          "[kafka]")
+{
+    const std::string topic = bq::test::unique_topic("groups");
+    const std::string other = bq::test::unique_topic("groups");
+    bq::test::shared_kafka_cluster().create_topic(topic, 2);
+    bq::test::shared_kafka_cluster().create_topic(other, 2);
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(options_for(topic, 2));
+    queue.add_topic(options_for(other, 2));
+    auto consumers = queue.create_pull_consumers<int>({.topic = topic, .group = "team"}, 2);
+    const auto twice =
+        bq::test::error_from([&] { (void)queue.create_pull_consumer<int>({.topic = topic, .group = "team"}); });
+    REQUIRE(twice);
+    CHECK(twice->code() == bq::errc::group_exists);
+    auto elsewhere = queue.create_pull_consumer<int>({.topic = other, .group = "team"});
+    CHECK(elsewhere.partitions().empty());  // its own group, assigned by the protocol later
+    const auto wide =
+        bq::test::error_from([&] { (void)queue.create_pull_consumers<int>({.topic = topic, .group = "wide"}, 3); });
+    REQUIRE(wide);
+    CHECK(wide->code() == bq::errc::too_many_consumers);
+}
