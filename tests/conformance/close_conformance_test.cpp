@@ -10,6 +10,9 @@
 #include <stop_token>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace close_conformance_test {
+
 using namespace conformance;
 using bufferqueue::test::error_from;
 
@@ -178,3 +181,5 @@ TEMPLATE_LIST_TEST_CASE(
     REQUIRE_FALSE(commit_now(consumer, io));
     CHECK_FALSE(consumer.try_consume().has_value());
 }
+
+}  // namespace close_conformance_test

@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace commit_conformance_test {
+
 using namespace conformance;
 
 namespace {
@@ -201,3 +204,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: a new buffer_queue over a non-persistent b
     auto consumer = queue.create_pull_consumer<int>(manual("transient", "g"));
     CHECK_FALSE(consumer.try_consume().has_value());
 }
+
+}  // namespace commit_conformance_test

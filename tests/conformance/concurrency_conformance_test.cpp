@@ -21,6 +21,9 @@
 #include <utility>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace concurrency_conformance_test {
+
 using namespace conformance;
 
 namespace {
@@ -263,3 +266,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: concurrent producers and consumers on two 
         }
     }
 }
+
+}  // namespace concurrency_conformance_test

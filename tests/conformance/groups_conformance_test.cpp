@@ -13,6 +13,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace groups_conformance_test {
+
 using namespace conformance;
 using bufferqueue::test::error_from;
 
@@ -240,3 +243,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: remove_group forgets a closed group and re
     // The other group was not touched.
     CHECK(try_items(keeper) == std::vector<int>{1, 2, 3, 4});
 }
+
+}  // namespace groups_conformance_test

@@ -10,6 +10,9 @@
 #include <span>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace ring_scan_conformance_test {
+
 using namespace conformance;
 
 TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable partition once per rotation",
@@ -68,3 +71,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable parti
         CHECK(by_partition[2] == range(2000, 2015));
     });
 }
+
+}  // namespace ring_scan_conformance_test

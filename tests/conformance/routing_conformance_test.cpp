@@ -12,6 +12,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace routing_conformance_test {
+
 using namespace conformance;
 
 TEMPLATE_LIST_TEST_CASE("conformance: round-robin routing advances one partition per item, also inside a batch",
@@ -177,3 +180,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: a key reaches the partition the documented
     }
     CHECK(seen_texts == text_keys.size());
 }
+
+}  // namespace routing_conformance_test

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace stats_conformance_test {
+
 using namespace conformance;
 
 namespace {
@@ -84,3 +87,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: a persistent backend reports end and commi
     CHECK(group->partitions[0].committed == 2);
     CHECK(group->lag == 3);
 }
+
+}  // namespace stats_conformance_test

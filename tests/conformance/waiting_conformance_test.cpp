@@ -15,6 +15,9 @@
 #include <utility>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace waiting_conformance_test {
+
 using namespace conformance;
 
 TEMPLATE_LIST_TEST_CASE("conformance: a consume waiting on an empty topic completes when a producer appends",
@@ -164,3 +167,5 @@ TEMPLATE_LIST_TEST_CASE("conformance: on a full bounded topic in fail mode a pro
     CHECK_FALSE(produce_now(producer, 5, io));
     CHECK(try_items(consumer) == std::vector<int>{5});
 }
+
+}  // namespace waiting_conformance_test

@@ -8,6 +8,9 @@
 #include <memory>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace consumer_assignment_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -109,3 +112,5 @@ TEST_CASE("consumer assignment: a partition published and dropped before adoptio
     CHECK_FALSE(view.reassigned());
     CHECK(view.current().partitions() == std::vector<std::size_t>{0});
 }
+
+}  // namespace consumer_assignment_test

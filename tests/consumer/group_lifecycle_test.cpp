@@ -22,6 +22,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace group_lifecycle_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -305,3 +308,5 @@ TEST_CASE("group lifecycle: a close racing a consume on another thread lets the 
     }
     CHECK(delivered_batches + aborted == 200);
 }
+
+}  // namespace group_lifecycle_test

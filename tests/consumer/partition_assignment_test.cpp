@@ -28,6 +28,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace partition_assignment_test {
+
 namespace {
 
 namespace asio = boost::asio;
@@ -481,3 +484,5 @@ TEST_CASE("partition assignment: partitions moved between running consumers are 
     }
     CHECK(duplicates == 0);
 }
+
+}  // namespace partition_assignment_test

@@ -27,6 +27,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace pull_consumer_test {
+
 namespace {
 
 namespace asio = boost::asio;
@@ -938,3 +941,5 @@ TEST_CASE("pull consumer: cancel() aborts a waiting consume and leaves the consu
     CHECK(received == std::vector<int>{7});
     CHECK_FALSE(consumer.try_consume().has_value());
 }
+
+}  // namespace pull_consumer_test

@@ -7,6 +7,9 @@
 #include <cstddef>
 #include <thread>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace process_barrier_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -62,3 +65,5 @@ TEST_CASE("process barrier: a light and a heavy fence never let both sides miss 
 }
 
 }  // namespace
+
+}  // namespace process_barrier_test

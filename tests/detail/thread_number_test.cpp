@@ -10,6 +10,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace thread_number_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -81,3 +84,5 @@ TEST_CASE("thread numbers: the first lanes - 1 numbers own a lane and the others
 }
 
 }  // namespace
+
+}  // namespace thread_number_test

@@ -16,6 +16,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace prometheus_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -90,3 +93,5 @@ TEST_CASE("the prometheus collector reports every topic's partitions, groups and
         Catch::Matchers::Contains(
             R"(bufferqueue_partition_end_items{topic="later",item_type="int",backend="memory",partition="0"} 0)"));
 }
+
+}  // namespace prometheus_test

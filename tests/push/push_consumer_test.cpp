@@ -36,6 +36,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace push_consumer_test {
+
 namespace {
 
 namespace asio = boost::asio;
@@ -782,3 +785,5 @@ TEST_CASE("push consumer: loops on a multi-threaded executor deliver everything 
 }
 
 }  // namespace
+
+}  // namespace push_consumer_test

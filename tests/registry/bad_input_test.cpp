@@ -27,6 +27,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace bad_input_test {
+
 namespace {
 
 using bufferqueue::test::commit_now;
@@ -371,3 +374,5 @@ TEST_CASE("bad input: topic and group names of only whitespace fail with invalid
         CHECK_NOTHROW(queue.create_pull_consumer<std::string>({.topic = topic, .group = " worker 1 "}));
     }
 }
+
+}  // namespace bad_input_test

@@ -27,6 +27,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace buffer_queue_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -693,3 +696,5 @@ TEST_CASE("buffer queue: with one producer lane, a keyed partition keeps the ord
     std::iota(expected.begin(), expected.end(), 0);
     CHECK(read == expected);
 }
+
+}  // namespace buffer_queue_test

@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace stats_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -321,3 +324,5 @@ TEST_CASE("statistics snapshots run while producers and consumers work", "[stats
     CHECK(s.consumed == per_thread);
     CHECK(s.groups[0].lag == 0);
 }
+
+}  // namespace stats_test

@@ -13,6 +13,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace serializer_test {
+
 namespace serializer_test_types {
 
 struct order {
@@ -330,3 +333,5 @@ TEST_CASE("serializer: one instance of each serializer serves several threads at
     }
     CHECK(failures == std::vector<int>(4, 0));
 }
+
+}  // namespace serializer_test

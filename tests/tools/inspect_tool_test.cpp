@@ -25,6 +25,9 @@
 #error "tests/CMakeLists.txt defines BUFFERQUEUE_INSPECT_BINARY, the installed bufferqueue-inspect"
 #endif
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace inspect_tool_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -287,3 +290,5 @@ TEST_CASE("inspect tool: bad input is named with exit status 2", "[inspect][mmap
     check({"delete-group", directory.string(), "orders", "billing", "--force"}, "unknown option --force");
     CHECK(run_tool({"--help"}).status == 0);
 }
+
+}  // namespace inspect_tool_test

@@ -23,7 +23,9 @@
 #include <thread>
 #include <vector>
 
-namespace {
+// The helpers and tests in a namespace of their own (the tests are compiled a folder at a time,
+// tests/CMakeLists.txt); the replacement operators must stay global.
+namespace allocation_test {
 
 thread_local bool counting = false;
 thread_local std::size_t counted_allocations = 0;
@@ -75,28 +77,28 @@ public:
     void stop() noexcept { counting = false; }
 };
 
-}  // namespace
+}  // namespace allocation_test
 
 void* operator new(std::size_t size)
 {
-    return allocate(size, 0);
+    return allocation_test::allocate(size, 0);
 }
 void* operator new[](std::size_t size)
 {
-    return allocate(size, 0);
+    return allocation_test::allocate(size, 0);
 }
 void* operator new(std::size_t size, std::align_val_t alignment)
 {
-    return allocate(size, static_cast<std::size_t>(alignment));
+    return allocation_test::allocate(size, static_cast<std::size_t>(alignment));
 }
 void* operator new[](std::size_t size, std::align_val_t alignment)
 {
-    return allocate(size, static_cast<std::size_t>(alignment));
+    return allocation_test::allocate(size, static_cast<std::size_t>(alignment));
 }
 void* operator new(std::size_t size, const std::nothrow_t&) noexcept
 {
     try {
-        return allocate(size, 0);
+        return allocation_test::allocate(size, 0);
     } catch (...) {
         return nullptr;
     }
@@ -104,43 +106,45 @@ void* operator new(std::size_t size, const std::nothrow_t&) noexcept
 void* operator new[](std::size_t size, const std::nothrow_t&) noexcept
 {
     try {
-        return allocate(size, 0);
+        return allocation_test::allocate(size, 0);
     } catch (...) {
         return nullptr;
     }
 }
 void operator delete(void* memory) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete[](void* memory) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete(void* memory, std::size_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete[](void* memory, std::size_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete(void* memory, std::align_val_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete[](void* memory, std::align_val_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete(void* memory, std::size_t, std::align_val_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
 void operator delete[](void* memory, std::size_t, std::align_val_t) noexcept
 {
-    release(memory);
+    allocation_test::release(memory);
 }
+
+namespace allocation_test {
 
 namespace bq = bufferqueue;
 
@@ -342,3 +346,5 @@ TEST_CASE("allocation: memory topic: 1,000,000 pending ints take at most 1.25x t
     CHECK(static_cast<double>(counter.bytes()) <= 1.25 * raw + constant);
     CHECK(static_cast<double>(counter.bytes()) >= raw);  // the items are all held
 }
+
+}  // namespace allocation_test

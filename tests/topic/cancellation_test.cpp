@@ -19,6 +19,9 @@
 #include <optional>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace cancellation_test {
+
 namespace bq = bufferqueue;
 
 TEST_CASE("pull consumer: a waiting consume is cancelled through its cancellation slot and loses nothing",
@@ -121,5 +124,7 @@ TEST_CASE("producer: cancelling the head waiting produce through its slot hands 
     REQUIRE(batch.has_value());
     CHECK(std::vector<int>(batch->begin(), batch->end()) == std::vector<int>{1, 4});
 }
+
+}  // namespace cancellation_test
 
 #endif

@@ -18,6 +18,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace capacity_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -688,3 +691,5 @@ TEST_CASE("memory topic: cancelling the head waiting produce hands the free room
     CHECK_FALSE(*behind.code);
     CHECK(next_batch(consumer) == items{1, 4});
 }
+
+}  // namespace capacity_test

@@ -39,6 +39,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace concurrency_test {
+
 namespace {
 
 namespace asio = boost::asio;
@@ -1287,3 +1290,5 @@ TEST_CASE("concurrency: waiting produces completed on io threads share their pro
     CHECK(missing_batch_items == 0);
     CHECK(topic->admitted_items() == 0);
 }
+
+}  // namespace concurrency_test

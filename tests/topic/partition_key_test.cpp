@@ -10,6 +10,9 @@
 #include <string_view>
 #include <system_error>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace partition_key_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -319,3 +322,5 @@ TEST_CASE("partition key: key_selector routes integral keys by the modulo rule",
     CHECK(by_unsigned_id.partition_for(keyed{"", 0, 0}, 16) == 15);
     CHECK(by_id.partition_for(keyed{"", std::numeric_limits<std::int64_t>::min(), 0}, 16) == 15);
 }
+
+}  // namespace partition_key_test

@@ -20,6 +20,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace producer_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -282,3 +285,5 @@ TEST_CASE("producer: a fractional floating key fails with invalid_argument namin
     REQUIRE(delivered);
     CHECK(delivered->partition() == bq::partition_for_key(3, 4));
 }
+
+}  // namespace producer_test

@@ -24,6 +24,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace kafka_consumer_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -224,3 +227,5 @@ TEST_CASE("a kafka consumer group created twice in one queue is group_exists, an
     REQUIRE(wide);
     CHECK(wide->code() == bq::errc::too_many_consumers);
 }
+
+}  // namespace kafka_consumer_test

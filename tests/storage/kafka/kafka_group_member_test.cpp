@@ -22,6 +22,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace kafka_group_member_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -176,3 +179,5 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
     CHECK(values == std::vector<std::string>(expected[0].begin() + 3, expected[0].end()));
     member->close();
 }
+
+}  // namespace kafka_group_member_test

@@ -23,6 +23,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace kafka_produce_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -297,3 +300,5 @@ TEST_CASE("kafka produces from several threads at once all complete and every re
         CHECK(reader.end_offset(topic, partition) == expected[partition]);
     }
 }
+
+}  // namespace kafka_produce_test

@@ -13,6 +13,9 @@
 #include <cstdint>
 #include <string>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace kafka_registration_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -163,3 +166,5 @@ TEST_CASE("the kafka mock cluster refuses bad counts, duplicate topics and unkno
     CHECK_FALSE(error_from([&] { cluster.set_broker_down(2); }));
     CHECK_FALSE(error_from([&] { cluster.set_broker_up(2); }));
 }
+
+}  // namespace kafka_registration_test

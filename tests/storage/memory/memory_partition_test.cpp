@@ -18,6 +18,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace memory_partition_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -782,3 +785,5 @@ TEST_CASE("memory partition: statistics read while producers and a consumer run 
     CHECK(partition.end_items() == producer_count * per_producer);
     CHECK(partition.committed_items(reader) == producer_count * per_producer);
 }
+
+}  // namespace memory_partition_test

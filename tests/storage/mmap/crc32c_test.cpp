@@ -8,6 +8,9 @@
 #include <string_view>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace crc32c_test {
+
 namespace {
 
 using bufferqueue::detail::crc32c;
@@ -109,3 +112,5 @@ TEST_CASE("crc32c: a single changed byte always changes the checksum", "[crc32c]
         }
     }
 }
+
+}  // namespace crc32c_test

@@ -26,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace file_test {
+
 namespace {
 
 using bufferqueue::test::error_from;
@@ -772,3 +775,5 @@ TEST_CASE("file: operation names read as words", "[file]")
     CHECK(detail::operation_name(detail::file_operation::preallocate) == "preallocate");
     CHECK(detail::operation_name(detail::file_operation::msync) == "msync");
 }
+
+}  // namespace file_test

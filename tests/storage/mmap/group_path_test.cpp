@@ -10,6 +10,9 @@
 #include <string_view>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace group_path_test {
+
 namespace {
 
 using bufferqueue::test::error_from;
@@ -120,3 +123,5 @@ TEST_CASE("group path: a folder name with a raw slash or NUL is corrupt_data", "
     CHECK_THROWS_AS(detail::unescape_group_name("a/b"), bufferqueue::error);
     CHECK_THROWS_AS(detail::unescape_group_name(std::string("a\0b", 3)), bufferqueue::error);
 }
+
+}  // namespace group_path_test

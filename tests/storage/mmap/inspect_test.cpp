@@ -15,6 +15,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace inspect_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -170,3 +173,5 @@ TEST_CASE("inspect: a segment that cannot be mapped is a problem naming the file
     REQUIRE_FALSE(report.intact());
     CHECK(report.problems[0].file == segment);
 }
+
+}  // namespace inspect_test

@@ -25,6 +25,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_corruption_sweep_test {
+
 namespace {
 
 using bufferqueue::test::commit_now;
@@ -264,3 +267,5 @@ TEST_CASE("mmap corruption sweep: every wrong size of a segment file is corrupt_
     }
     CHECK(sizes == 2 * (segment_size + 2 * record_bytes));
 }
+
+}  // namespace mmap_corruption_sweep_test

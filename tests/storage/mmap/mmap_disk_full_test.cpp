@@ -33,6 +33,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_disk_full_test {
+
 namespace {
 
 using bufferqueue::test::string_bytes_serializer;
@@ -619,3 +622,5 @@ TEST_CASE("mmap disk: a failed group creation leaves nothing that blocks the nex
 }
 
 }  // namespace
+
+}  // namespace mmap_disk_full_test

@@ -25,6 +25,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_fault_sweep_test {
+
 namespace {
 
 using bufferqueue::test::commit_now;
@@ -342,3 +345,5 @@ TEST_CASE("mmap fault: under auto commit a retention failure loses no item", "[m
     CHECK(failures == 0);
     CHECK(delivered == items);
 }
+
+}  // namespace mmap_fault_sweep_test

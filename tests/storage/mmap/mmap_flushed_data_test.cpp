@@ -30,6 +30,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_flushed_data_test {
+
 namespace {
 
 using bufferqueue::test::file_bytes;
@@ -383,3 +386,5 @@ TEST_CASE("mmap recovery: a failed open of a multi-partition topic leaves every 
     }
     CHECK(after.size() == before.size());
 }
+
+}  // namespace mmap_flushed_data_test

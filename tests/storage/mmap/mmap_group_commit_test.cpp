@@ -23,6 +23,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_group_commit_test {
+
 namespace {
 
 using bufferqueue::test::memory_backed_temporary_path;
@@ -356,3 +359,5 @@ TEST_CASE("mmap group commit: a record becomes readable only once the msync that
     CHECK_FALSE(partition.has_data(cursor));
     CHECK(partition.end_items() == 1);
 }
+
+}  // namespace mmap_group_commit_test

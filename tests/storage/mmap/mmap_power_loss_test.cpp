@@ -34,6 +34,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_power_loss_test {
+
 namespace {
 
 using bufferqueue::test::memory_backed_temporary_path;
@@ -543,3 +546,5 @@ TEST_CASE("mmap power loss: every image of flushed state plus random dirty pages
                         << figures.killed_damaged << " SIGKILL images with damaged flushed data");
     CHECK(figures.killed_damaged > 10);
 }
+
+}  // namespace mmap_power_loss_test

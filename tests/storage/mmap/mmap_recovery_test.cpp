@@ -24,6 +24,9 @@
 #include <string>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_recovery_test {
+
 namespace {
 
 using bufferqueue::test::file_bytes;
@@ -753,3 +756,5 @@ TEST_CASE("mmap recovery: a segment-end marker stays final even when a smaller r
 }
 
 }  // namespace
+
+}  // namespace mmap_recovery_test

@@ -17,6 +17,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_statistics_test {
+
 namespace {
 
 using bufferqueue::test::memory_backed_temporary_path;
@@ -248,3 +251,5 @@ TEST_CASE("mmap statistics: end items read while another thread appends never go
     CHECK(monotonic);
     CHECK(partition.end_items() == batches * batch_size);
 }
+
+}  // namespace mmap_statistics_test

@@ -36,6 +36,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace mmap_topic_test {
+
 namespace {
 
 using bufferqueue::test::commit_now;
@@ -1231,3 +1234,5 @@ TEST_CASE("mmap topic: a consume woken by another thread completes on the handle
         CHECK(on_io);
     }
 }
+
+}  // namespace mmap_topic_test

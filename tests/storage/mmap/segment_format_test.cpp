@@ -15,6 +15,9 @@
 #include <string_view>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace segment_format_test {
+
 namespace {
 
 using bufferqueue::test::error_from;
@@ -602,3 +605,5 @@ TEST_CASE("segment format: a flush mark holds an offset and its CRC, and a damag
         CHECK_FALSE(detail::read_flush_mark(damaged));
     }
 }
+
+}  // namespace segment_format_test

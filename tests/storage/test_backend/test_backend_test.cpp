@@ -25,6 +25,9 @@
 #include <thread>
 #include <vector>
 
+// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+namespace test_backend_test {
+
 namespace {
 
 namespace bq = bufferqueue;
@@ -441,3 +444,5 @@ TEST_CASE("test backend: the conformance fixture registers the suite's topics", 
     auto words = queue.producer<std::string>("suite");
     CHECK(words.try_produce(std::string("a")));
 }
+
+}  // namespace test_backend_test
