@@ -7,6 +7,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/topic/detail/group_cursors.hpp"
+#include "bufferqueue/topic/detail/partition_owners.hpp"
 
 #include <algorithm>
 #include <cstddef>
@@ -24,10 +25,9 @@ namespace bufferqueue::detail {
 
 /// The consumer groups of one topic over its partition slots (`Slots`: a random-access range of
 /// pointers to objects with `storage` and `signal`). Each group created in this process keeps how
-/// many of its consumers are open and an owner for each partition: the consumer reading it, or
-/// none. A partition moves between consumers only through `consumer_membership`: revoked from its
-/// owner first, handed to the next one once the owner let go (its operation ended and it holds no
-/// batch of it), so one cursor is never used by two consumers at once.
+/// many of its consumers are open and its `partition_owners` (who reads which partition; a
+/// partition moves between consumers only through them, so one cursor is never used by two
+/// consumers at once).
 ///
 /// Thread-safety: every member is thread-safe; one mutex guards the groups (registration and
 /// reassignment only, never a data path). Consumers are called under it only through
@@ -83,8 +83,8 @@ public:
                 entries.push_back(
                     {partition, &slots[partition]->storage, &slots[partition]->signal, opened.cursors[partition]});
             }
-            std::vector<member> members;
-            std::vector<partition_owner> owners(partitions);
+            std::vector<std::weak_ptr<consumer_type>> members;
+            std::vector<std::size_t> owners(partitions);
             std::vector<std::shared_ptr<consumer_type>> made;
             const std::size_t base_share = partitions / count;
             const std::size_t larger_shares = partitions % count;
@@ -94,7 +94,7 @@ public:
                 std::vector<entry> assignments;
                 for (std::size_t i = 0; i < share; ++i, ++next_partition) {
                     assignments.push_back(entries[next_partition]);
-                    owners[next_partition].owner = index;
+                    owners[next_partition] = index;
                 }
                 consumer_context context = base;
                 context.membership = this;
@@ -102,14 +102,14 @@ public:
                 made.push_back(std::make_shared<consumer_type>(
                     std::move(context), options,
                     std::make_shared<const assignment_set<Partition>>(std::move(assignments))));
-                members.push_back({made.back()});
+                members.push_back(made.back());
             }
             std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
             // Nothing throws from here on.
             for (const auto& each : made) {
                 each->mark_counted();
             }
-            group = group_state{count, std::move(members), std::move(owners), std::move(entries), baseline};
+            group = group_state{count, {std::move(members), std::move(owners), std::move(entries)}, baseline};
             return created;
         } catch (...) {
             if (!known) {
@@ -167,7 +167,7 @@ public:
     {
         std::lock_guard lock(mutex_);
         for (const auto& [name, group] : groups_) {
-            visit(name, std::span<const entry>(group.entries), consumed_since_opened(group));
+            visit(name, group.owners.entries(), consumed_since_opened(group));
         }
         return removed_consumed_;
     }
@@ -179,8 +179,8 @@ public:
         {
             std::lock_guard lock(mutex_);
             for (const auto& [name, group] : groups_) {
-                for (const member& each : group.members) {
-                    if (auto consumer = each.consumer.lock()) {
+                for (std::size_t index = 0; index < group.owners.consumers(); ++index) {
+                    if (auto consumer = group.owners.attached(index)) {
                         alive.push_back(std::move(consumer));
                     }
                 }
@@ -195,147 +195,72 @@ public:
     void assign(const std::string& topic, const std::string& group, std::size_t consumer,
                 std::span<const std::size_t> partitions)
     {
-        std::vector<std::shared_ptr<consumer_type>> alive;  // released after the lock
+        keep_alive alive;  // released after the lock
         std::lock_guard lock(mutex_);
-        group_state& state = require_member(topic, group, consumer, partitions, alive);
-        std::vector<entry> taken;
-        std::vector<std::vector<std::size_t>> revoked(state.members.size());
-        for (const std::size_t partition : partitions) {
-            partition_owner& owner = state.owners[partition];
-            if (owner.owner == consumer) {
-                if (owner.releasing) {  // revoked and not let go yet: it simply stays
-                    owner.releasing = false;
-                    owner.next_owner = none;
-                    taken.push_back(state.entries[partition]);
-                }
-            } else if (owner.owner == none) {
-                owner.owner = consumer;
-                taken.push_back(state.entries[partition]);
-            } else {
-                owner.next_owner = consumer;
-                if (!owner.releasing) {
-                    owner.releasing = true;
-                    revoked[owner.owner].push_back(partition);
-                }
-            }
-        }
-        std::vector<pending_hand_over> work;
-        for (std::size_t index = 0; index < revoked.size(); ++index) {
-            if (!revoked[index].empty()) {
-                publish(state, index, {}, revoked[index], work, alive);
-            }
-        }
-        publish(state, consumer, taken, {}, work, alive);
-        hand_over(state, work, alive);
+        require_member(topic, group, consumer, partitions, alive).owners.assign(consumer, partitions, alive);
     }
 
-    /// See `topic::revoke_partitions`. Partitions the consumer does not own are skipped; one it was
-    /// to receive once another consumer let go of it is not handed to it.
+    /// See `topic::revoke_partitions` and `partition_owners::revoke`.
     void revoke(const std::string& topic, const std::string& group, std::size_t consumer,
                 std::span<const std::size_t> partitions)
     {
-        std::vector<std::shared_ptr<consumer_type>> alive;  // released after the lock
+        keep_alive alive;  // released after the lock
         std::lock_guard lock(mutex_);
-        group_state& state = require_member(topic, group, consumer, partitions, alive);
-        std::vector<std::size_t> removed;
-        for (const std::size_t partition : partitions) {
-            partition_owner& owner = state.owners[partition];
-            if (owner.next_owner == consumer) {
-                owner.next_owner = none;  // it was to get the partition once its holder let go
-            }
-            if (owner.owner == consumer && !owner.releasing) {
-                owner.releasing = true;
-                owner.next_owner = none;
-                removed.push_back(partition);
-            }
-        }
-        std::vector<pending_hand_over> work;
-        publish(state, consumer, {}, removed, work, alive);
-        hand_over(state, work, alive);
+        require_member(topic, group, consumer, partitions, alive).owners.revoke(consumer, partitions, alive);
     }
 
     void partition_released(const std::string& group, std::size_t consumer, std::size_t partition) noexcept override
     {
-        std::vector<std::shared_ptr<consumer_type>> alive;  // released after the lock
+        keep_alive alive;  // released after the lock
         std::lock_guard lock(mutex_);
-        const auto found = groups_.find(group);
-        if (found == groups_.end() || partition >= found->second.owners.size()) {
-            return;
-        }
-        try {
-            std::vector<pending_hand_over> work{{consumer, partition}};
-            hand_over(found->second, work, alive);
-        } catch (...) {
-            // No memory for the next owner's set: the partition stays with nobody until reassigned.
+        if (const auto found = groups_.find(group); found != groups_.end()) {
+            try {
+                found->second.owners.partition_released(consumer, partition, alive);
+            } catch (...) {
+                // No memory for the next owner's set: the partition stays with nobody until reassigned.
+            }
         }
     }
 
     void consumer_released(const std::string& group, std::size_t consumer) noexcept override
     {
-        std::vector<std::shared_ptr<consumer_type>> alive;  // released after the lock
+        keep_alive alive;  // released after the lock
         std::lock_guard lock(mutex_);
         const auto found = groups_.find(group);
-        if (found == groups_.end() || consumer >= found->second.members.size()) {
+        if (found == groups_.end() || consumer >= found->second.owners.consumers()) {
             return;
         }
         group_state& state = found->second;
         if (state.open != 0) {
             --state.open;
         }
-        state.members[consumer].released = true;
         try {
-            std::vector<pending_hand_over> work;
-            for (std::size_t partition = 0; partition < state.owners.size(); ++partition) {
-                if (state.owners[partition].next_owner == consumer) {
-                    state.owners[partition].next_owner = none;
-                }
-                if (state.owners[partition].owner == consumer) {
-                    state.owners[partition].releasing = true;
-                    work.push_back({consumer, partition});
-                }
-            }
-            hand_over(state, work, alive);
+            state.owners.consumer_released(consumer, alive);
         } catch (...) {
             // No memory: the partitions stay with nobody until reassigned.
         }
     }
 
 private:
-    static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+    using owners_type = partition_owners<T, Partition>;
+    using keep_alive = typename owners_type::keep_alive;
 
-    struct member {
-        std::weak_ptr<consumer_type> consumer;
-        bool released = false;  // detached: owns nothing any more
-    };
-    struct partition_owner {
-        std::size_t owner = none;       // the consumer reading the partition (or letting it go)
-        std::size_t next_owner = none;  // who gets it once `owner` let go
-        bool releasing = false;         // revoked from `owner`, which has not let go yet
-    };
     struct group_state {
-        std::size_t open = 0;  // consumers not detached
-        std::vector<member> members;
-        std::vector<partition_owner> owners;
-        std::vector<entry> entries;           // every partition's storage, signal and the group's cursor
+        std::size_t open = 0;                 // consumers not detached
+        owners_type owners;                   // who reads which partition; every partition's entry
         std::uint64_t consumed_baseline = 0;  // committed items, summed, when first opened here
     };
 
     static std::uint64_t consumed_since_opened(const group_state& group) noexcept
     {
         std::uint64_t committed = 0;
-        for (const entry& each : group.entries) {
+        for (const entry& each : group.owners.entries()) {
             committed += each.storage->committed_items(*each.cursor);
         }
         return committed > group.consumed_baseline ? committed - group.consumed_baseline : 0;
     }
-    struct pending_hand_over {
-        std::size_t from;
-        std::size_t partition;
-    };
-
     group_state& require_member(const std::string& topic, const std::string& group, std::size_t consumer,
-                                std::span<const std::size_t> partitions,
-                                std::vector<std::shared_ptr<consumer_type>>& alive)
+                                std::span<const std::size_t> partitions, keep_alive& alive)
     {
         const auto found = groups_.find(group);
         const std::string where = "topic '" + topic + "' group '" + group + "'";
@@ -343,76 +268,24 @@ private:
             throw error(errc::invalid_argument, where + ": no open consumer of the group to assign partitions to");
         }
         group_state& state = found->second;
-        if (consumer >= state.members.size()) {
+        if (consumer >= state.owners.consumers()) {
             throw error(errc::invalid_argument, where + ": there is no consumer " + std::to_string(consumer) +
-                                                    " (the group has " + std::to_string(state.members.size()) + ")");
+                                                    " (the group has " + std::to_string(state.owners.consumers()) +
+                                                    ")");
         }
-        auto target = state.members[consumer].consumer.lock();
-        if (!target || state.members[consumer].released || target->is_closed()) {
+        auto target = state.owners.attached(consumer);
+        if (!target || target->is_closed()) {
             throw error(errc::closed, where + ": consumer " + std::to_string(consumer) + " is closed");
         }
         alive.push_back(std::move(target));
         for (const std::size_t partition : partitions) {
-            if (partition >= state.entries.size()) {
+            if (partition >= state.owners.entries().size()) {
                 throw error(errc::invalid_argument, where + ": there is no partition " + std::to_string(partition) +
-                                                        " (the topic has " + std::to_string(state.entries.size()) +
-                                                        ")");
+                                                        " (the topic has " +
+                                                        std::to_string(state.owners.entries().size()) + ")");
             }
         }
         return state;
-    }
-
-    // Publishes consumer `index`'s latest set with `added` and without `removed`; what it let go at
-    // once joins `work`. A consumer gone (or detached) lets go of everything at once.
-    void publish(group_state& state, std::size_t index, std::span<const entry> added,
-                 std::span<const std::size_t> removed, std::vector<pending_hand_over>& work,
-                 std::vector<std::shared_ptr<consumer_type>>& alive)
-    {
-        if (added.empty() && removed.empty()) {
-            return;
-        }
-        auto consumer = state.members[index].consumer.lock();
-        if (!consumer || state.members[index].released) {
-            for (const entry& each : added) {
-                state.owners[each.partition].owner = none;
-            }
-            for (const std::size_t partition : removed) {
-                work.push_back({index, partition});
-            }
-            return;
-        }
-        auto next = consumer->assignment();
-        if (!removed.empty()) {
-            next = next->without(removed);
-        }
-        if (!added.empty()) {
-            next = next->with(added);
-        }
-        std::vector<std::size_t> released;
-        consumer->reassign(std::move(next), released);
-        for (const std::size_t partition : released) {
-            work.push_back({index, partition});
-        }
-        alive.push_back(std::move(consumer));
-    }
-
-    // Gives each partition let go to its next owner, which may let go of others in turn.
-    void hand_over(group_state& state, std::vector<pending_hand_over>& work,
-                   std::vector<std::shared_ptr<consumer_type>>& alive)
-    {
-        while (!work.empty()) {
-            const pending_hand_over next = work.back();
-            work.pop_back();
-            partition_owner& owner = state.owners[next.partition];
-            if (owner.owner != next.from || !owner.releasing) {
-                continue;  // assigned back to it meanwhile, or already handed over
-            }
-            owner.releasing = false;
-            owner.owner = std::exchange(owner.next_owner, none);
-            if (owner.owner != none) {
-                publish(state, owner.owner, std::span<const entry>(&state.entries[next.partition], 1), {}, work, alive);
-            }
-        }
     }
 
     std::mutex mutex_;  // registration and reassignment only, never on a data path

@@ -1,0 +1,152 @@
+// mmap_log_writer, part two: the group commit of `immediate` appends - waiting until a flush covers
+// a record, leading the flush when none is in flight, gathering followers and settling the waiters
+// (see mmap_log_writer.hpp, "Group commit", and docs/mmap-storage.md). The writing, rollover and
+// publishing are in mmap_log_writer.cpp.
+#include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+namespace bufferqueue::detail {
+
+// After an msync of the log completed: the flush mark vouches for everything before `flushed_end`
+// (a store into the mapped flush.mark, never synced; see segment_format.hpp), so recovery reports
+// damage there instead of cutting it as a torn tail. No extra system call.
+void mmap_log_writer::mark_flushed(std::uint64_t flushed_end) noexcept
+{
+    if (flush_mark_.data() != nullptr) {
+        const auto mark = make_flush_mark(logical_offset(tail_->index, flushed_end, files_.segment_size));
+        std::memcpy(flush_mark_.data(), mark.data(), mark.size());
+    }
+}
+
+void mmap_log_writer::wait_for_idle_flush(std::unique_lock<std::mutex>& lock)
+{
+    while (flushing_) {
+        flush_done_.wait(lock);
+    }
+}
+
+// Group commit: waits until a flush settled this append, leading one when none is in flight.
+void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end)
+{
+    if (logical_offset(tail_->index, flushed_position_, files_.segment_size) >= end) {
+        return;
+    }
+    durability_waiter self{.end = end};
+    waiters_.push_back(&self);
+    follower_arrived_.notify_one();
+    while (!self.settled) {
+        if (flushing_) {
+            flush_done_.wait(lock);
+        } else if (segments_.closed()) {
+            // Not reached: close settles every waiter. Kept so a waiter can never touch a closed tail.
+            std::erase(waiters_, &self);
+            throw error(errc::closed, files_.description + " was closed before the record was flushed");
+        } else {
+            lead_flush(lock);
+        }
+    }
+    if (self.failure) {
+        throw error(self.failure->code, self.failure->message);
+    }
+}
+
+// The leader waits (mutex released) until as many appends wait as the last flush settled or left
+// waiting - the producers of that flush coming back with their next record - or for half the last
+// msync's time (at most max_gather_time). A single producer never waits: it is its own follower.
+// Without this, the producers acknowledged by one flush would miss the next (already started by
+// the first of them back) and alternate between two half-full flushes.
+void mmap_log_writer::gather_followers(std::unique_lock<std::mutex>& lock)
+{
+    if (waiters_.size() >= expected_followers_) {
+        return;
+    }
+    const auto deadline = std::chrono::steady_clock::now() +
+                          std::min<std::chrono::steady_clock::duration>(last_flush_time_ / 2, max_gather_time);
+    while (waiters_.size() < expected_followers_ &&
+           follower_arrived_.wait_until(lock, deadline) != std::cv_status::timeout) {
+    }
+}
+
+// Flushes everything appended so far with the mutex released, then settles the appends it covered
+// and wakes the others. Nothing else flushes, rolls over or closes while flushing_ is set, so the
+// tail stays the tail (and mapped) throughout.
+void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
+{
+    flushing_ = true;
+    gather_followers(lock);
+    mmap_segment_file& segment = *tail_;
+    const std::uint64_t from = flushed_position_;
+    const std::uint64_t to = tail_position_;
+    const std::uint64_t items = items_;
+    const std::uint64_t flush_end = logical_offset(segment.index, to, files_.segment_size);
+    std::shared_ptr<const flush_failure> failure;
+    const auto start = std::chrono::steady_clock::now();
+    lock.unlock();
+    try {
+        segment.region.flush(from, to - from);
+    } catch (...) {
+        failure = current_failure();
+    }
+    const auto finish = std::chrono::steady_clock::now();
+    lock.lock();
+    last_flush_time_ = finish - start;
+    flushing_ = false;
+    if (!failure) {
+        flushed_tail(to, items);
+        unflushed_records_ = 0;
+        if (producer_hint_due()) {
+            write_producer_hint();
+        }
+    }
+    expected_followers_ = waiters_.size();
+    settle(flush_end, failure);
+    flush_done_.notify_all();
+}
+
+// The failure of the exception being handled (call inside a catch block). An `error` keeps its code
+// and message; anything else (out of memory) fails the waiting appends with `io_error`.
+std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_failure() noexcept
+{
+    try {
+        try {
+            throw;
+        } catch (const error& failure) {
+            std::string message = failure.what();
+            const std::string code_text = ": " + failure.code().message();
+            if (message.size() >= code_text.size() &&
+                message.compare(message.size() - code_text.size(), code_text.size(), code_text) == 0) {
+                message.resize(message.size() - code_text.size());
+            }
+            return std::make_shared<const flush_failure>(
+                flush_failure{static_cast<errc>(failure.code().value()), std::move(message)});
+        } catch (const std::exception& failure) {
+            return std::make_shared<const flush_failure>(flush_failure{errc::io_error, failure.what()});
+        }
+    } catch (...) {
+    }
+    static const auto unknown = std::make_shared<const flush_failure>(
+        flush_failure{errc::io_error, "a flush of a persistent partition failed"});
+    return unknown;
+}
+
+// Settles the waiting appends whose records end at or before `flushed_end`.
+void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
+{
+    const std::size_t before = waiters_.size();
+    std::erase_if(waiters_, [&](durability_waiter* waiter) {
+        if (waiter->end > flushed_end) {
+            return false;
+        }
+        waiter->settled = true;
+        waiter->failure = failure;
+        return true;
+    });
+    if (waiters_.size() != before) {
+        flush_done_.notify_all();
+    }
+}
+
+}  // namespace bufferqueue::detail
