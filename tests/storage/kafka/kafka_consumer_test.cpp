@@ -1,6 +1,7 @@
 // Kafka topics: pull consumers as members of a Kafka consumer group (docs/kafka.md "Pull consumers"):
 // the group splits the partitions, records wake a waiting consume, a commit is where a new member
-// resumes, a revoked partition's batch cannot be committed and goes to the new owner.
+// resumes, a revoked partition's batch cannot be committed and goes to the new owner; a push consumer
+// (a loop over a pull consumer) works the same way.
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/kafka.hpp"
 
@@ -13,11 +14,13 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -162,6 +165,69 @@ TEST_CASE("two consumers of one kafka group split the partitions, and a new memb
     REQUIRE(produce_and_wait(producer, {100, 101, 102, 103}, io) == boost::system::error_code());
     run_until(io, [&] { return finished; });
     CHECK(later == std::multiset<int>{100, 101, 102, 103});
+}
+
+TEST_CASE("a push consumer of a kafka topic receives every record once in partition order, and its commits are "
+          "where the group resumes",
+          "[kafka][push][slow]")
+{
+    const std::string topic = bq::test::unique_topic("push");
+    bq::test::shared_kafka_cluster().create_topic(topic, 2);
+    boost::asio::io_context io;
+    std::vector<int> produced;
+    std::map<std::size_t, std::vector<int>> received;  // by partition, in delivery order
+    {
+        bq::buffer_queue queue(io.get_executor());
+        queue.add_topic(options_for(topic, 2));
+        auto producer = queue.producer<int>(topic);
+        produced = bq::test::range(0, 30);
+        REQUIRE(produce_and_wait(producer, produced, io) == boost::system::error_code());
+        std::size_t delivered = 0;
+        std::size_t failed_commits = 0;
+        queue.add_push_consumer<int>(
+            {.topic = topic, .group = "pushers", .batch_size = 8},
+            [&](bq::batch<int> batch, bq::committer& committer) -> boost::asio::awaitable<void> {
+                for (const int item : batch) {
+                    received[batch.partition()].push_back(item);
+                }
+                boost::system::error_code error;
+                co_await committer.commit(boost::asio::redirect_error(boost::asio::use_awaitable, error));
+                failed_commits += error ? 1 : 0;
+                delivered += batch.size();
+            });
+        queue.start();
+        run_until(
+            io, [&] { return delivered >= produced.size(); }, std::chrono::seconds(30));
+        CHECK(failed_commits == 0);
+        bool stopped = false;
+        queue.stop([&] { stopped = true; });
+        run_until(io, [&] { return stopped; });
+    }
+    // Round-robin: item % 2 is its partition; each partition's records arrive once, in order.
+    REQUIRE(received.size() == 2);
+    for (const auto& [partition, items] : received) {
+        std::vector<int> expected;
+        std::copy_if(produced.begin(), produced.end(), std::back_inserter(expected),
+                     [partition = partition](int item) { return static_cast<std::size_t>(item % 2) == partition; });
+        CHECK(items == expected);
+    }
+
+    // A pull consumer of the same group (another queue: another member) starts after the push
+    // consumer's commits: it sees only what is produced now.
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(options_for(topic, 2));
+    auto producer = queue.producer<int>(topic);
+    auto next = queue.create_pull_consumer<int>({.topic = topic, .group = "pushers"});
+    run_until(
+        io, [&] { return owned(next).size() == 2; }, std::chrono::seconds(20));
+    REQUIRE(produce_and_wait(producer, {100, 101}, io) == boost::system::error_code());
+    std::multiset<int> later;
+    while (later.size() < 2) {
+        const bq::batch<int> delivered = consume_one(io, next, std::chrono::seconds(20));
+        later.insert(delivered.begin(), delivered.end());
+    }
+    CHECK(later == std::multiset<int>{100, 101});
+    next.close();
 }
 
 TEST_CASE("a kafka batch of a revoked partition cannot be committed and is delivered again to the new owner",
