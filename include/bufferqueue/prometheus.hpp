@@ -27,6 +27,8 @@ namespace bufferqueue {
 /// partition also `partition`, per group also `group`. Counts are items:
 /// - `bufferqueue_partition_end_items` (gauge): items ever appended to the partition;
 /// - `bufferqueue_partition_earliest_items` (gauge): the first item the partition still holds;
+/// - `bufferqueue_partition_maintenance_failures_total` (counter): failed background storage work
+///   (`partition_stats::maintenance_failures`; mmap: retention);
 /// - `bufferqueue_group_committed_items` (gauge): the group's committed position in the partition;
 /// - `bufferqueue_group_lag_items` (gauge): items of the partition the group has not committed
 ///   (sum over `partition` for the group's lag);
@@ -42,6 +44,10 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
         {"bufferqueue_partition_earliest_items",
          "Index of the first item the partition still holds",
          MetricType::Gauge,
+         {}},
+        {"bufferqueue_partition_maintenance_failures_total",
+         "Failed background storage work of the partition (mmap: retention), each retried later",
+         MetricType::Counter,
          {}},
         {"bufferqueue_group_committed_items",
          "The consumer group's committed position in the partition, in items",
@@ -62,6 +68,7 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
     enum family : std::size_t {
         end,
         earliest,
+        maintenance_failures,
         committed,
         lag,
         produced,
@@ -91,6 +98,8 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
             const std::string index = std::to_string(partition.partition);
             sample(end, with({{"partition", index}}), static_cast<double>(partition.end));
             sample(earliest, with({{"partition", index}}), static_cast<double>(partition.earliest));
+            sample(maintenance_failures, with({{"partition", index}}),
+                   static_cast<double>(partition.maintenance_failures));
         }
         for (const group_stats& group : topic.groups) {
             for (const group_partition_stats& partition : group.partitions) {

@@ -20,6 +20,11 @@ struct partition_stats {
     /// The index of the first item the partition still holds (after recycling or retention);
     /// `end - earliest` is the depth.
     std::uint64_t earliest = 0;
+    /// Background storage work that failed since the partition opened in this process, each retried
+    /// later: for mmap topics, retention runs that failed part way or left a released segment file
+    /// undeleted (the disk then holds more than `end - earliest`). 0 for backends with no such work.
+    /// Monotonic; no data is lost by such a failure.
+    std::uint64_t maintenance_failures = 0;
 };
 
 /// One consumer group's position in one partition, in items.

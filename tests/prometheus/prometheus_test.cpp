@@ -63,6 +63,13 @@ TEST_CASE("the prometheus collector reports every topic's partitions, groups and
     const std::vector<prometheus::MetricFamily> families = collector->Collect();
     const prometheus::MetricFamily& lag = family_named(families, "bufferqueue_group_lag_items");
     CHECK(lag.type == prometheus::MetricType::Gauge);
+    // A memory topic does no background work: a counter per partition, at 0.
+    const prometheus::MetricFamily& failures =
+        family_named(families, "bufferqueue_partition_maintenance_failures_total");
+    CHECK(failures.type == prometheus::MetricType::Counter);
+    REQUIRE(failures.metric.size() == 2);
+    CHECK(failures.metric[0].counter.value == 0);
+    CHECK(failures.metric[1].counter.value == 0);
     double behind_lag = 0;
     double reader_lag = 0;
     for (const prometheus::ClientMetric& metric : lag.metric) {

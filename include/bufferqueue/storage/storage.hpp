@@ -84,7 +84,9 @@ constexpr std::string_view storage_backend_name() noexcept
 /// - `earliest_items()`: the index of the first item the partition still holds;
 /// - `committed_items(cursor)`: the group's committed position, as an item index (its lag is
 ///   `end_items() - committed_items(cursor)`).
-/// Part of `storage_partition`; the operations statistics (lag, depth) build on it.
+/// Part of `storage_partition`; the operations statistics (lag, depth) build on it. Optional, not in
+/// the concept: `maintenance_failures()` (noexcept, lock-free; std::uint64_t), the background work
+/// that failed and is retried later (`partition_stats::maintenance_failures`; 0 when absent).
 template <class Partition>
 concept storage_partition_statistics = requires(const Partition& partition, const typename Partition::cursor& cursor)
 {

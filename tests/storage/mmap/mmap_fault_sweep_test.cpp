@@ -296,18 +296,23 @@ TEST_CASE("mmap fault: a commit whose retention cannot delete a segment succeeds
         auto consumer = queue.create_pull_consumer<std::string>({.topic = "events", .group = "g", .batch_size = 100});
         REQUIRE(producer.try_produce(std::span<const std::string>(items)));
         REQUIRE(consumer.try_consume()->size() == items.size());
+        const auto failures = [&] { return queue.stats<std::string>("events").partitions.at(0).maintenance_failures; };
+        CHECK(failures() == 0);
         {
             const detail::scoped_file_hooks hooks(segment_deletion_fails());
             // The checkpoint is stored before retention runs: the commit stands, so it succeeds.
             CHECK_FALSE(commit_now(consumer, io));
             CHECK(segment_indices(folder) == std::vector<std::uint64_t>{0, 1, 2, 3});
             CHECK_FALSE(consumer.try_consume());
+            // ... and the failure is visible in the statistics.
+            CHECK(failures() == 1);
         }
         // The next commit retries the deletion.
         REQUIRE(producer.try_produce(std::string("item0040")));
         REQUIRE(consumer.try_consume()->size() == 1);
         CHECK_FALSE(commit_now(consumer, io));
         CHECK(segment_indices(folder) == std::vector<std::uint64_t>{3});
+        CHECK(failures() == 1);  // monotonic: the retry succeeded
     }
     // The group resumes after everything it committed.
     bq::buffer_queue queue(io.get_executor());

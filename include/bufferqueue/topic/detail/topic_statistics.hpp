@@ -37,6 +37,9 @@ topic_stats collect_topic_stats(std::string topic, std::string item_type, Slots&
         const Partition& storage = slots[partition]->storage;
         stats.partitions.push_back(
             {.partition = partition, .end = storage.end_items(), .earliest = storage.earliest_items()});
+        if constexpr (requires { storage.maintenance_failures(); }) {  // optional in the storage concept
+            stats.partitions.back().maintenance_failures = storage.maintenance_failures();
+        }
         stats.produced += stats.partitions.back().end;
         slots[partition]->signal.append_waiters(waiters);
     }

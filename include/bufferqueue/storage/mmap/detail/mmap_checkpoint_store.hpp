@@ -138,6 +138,13 @@ public:
     /// The item index of the earliest retained record. Lock-free.
     std::uint64_t earliest_items() const noexcept { return earliest_items_.load(std::memory_order_acquire); }
 
+    /// Retention runs that failed part way, or left a released segment file undeleted, since the
+    /// partition opened (each is retried at the next commit). Lock-free.
+    std::uint64_t maintenance_failures() const noexcept
+    {
+        return maintenance_failures_.load(std::memory_order_relaxed);
+    }
+
 private:
     void require_open() const
     {
@@ -171,6 +178,7 @@ private:
                 apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_}, *keep_, log_end);
             } catch (...) {
                 // Nothing released beyond what earliest.offset says; the next run starts over.
+                maintenance_failures_.fetch_add(1, std::memory_order_relaxed);
             }
             // Checkpoints retention moved (also before a failure) move their cursors.
             for (Cursor& each : cursors_) {
@@ -181,7 +189,9 @@ private:
             }
             earliest_items_.store(earliest_.items, std::memory_order_release);
         }
-        deletions_.remove_pending(files_.folder);
+        if (!deletions_.remove_pending(files_.folder)) {
+            maintenance_failures_.fetch_add(1, std::memory_order_relaxed);  // a file is left for the next run
+        }
     }
 
     const mmap_partition_files& files_;
@@ -194,6 +204,7 @@ private:
     log_position earliest_;                                    // guarded by mutex_
     retention_backlog deletions_;                              // guarded by mutex_
     std::atomic<std::uint64_t> earliest_items_;                // written under mutex_
+    std::atomic<std::uint64_t> maintenance_failures_{0};       // written under mutex_
 };
 
 }  // namespace bufferqueue::detail

@@ -161,6 +161,9 @@ public:
     /// The item index of the earliest record still held (after retention). Lock-free.
     std::uint64_t earliest_items() const noexcept { return checkpoints_.earliest_items(); }
 
+    /// Failed retention steps since the partition opened (see `partition_stats`). Lock-free.
+    std::uint64_t maintenance_failures() const noexcept { return checkpoints_.maintenance_failures(); }
+
     /// The group's committed position in items. Lock-free.
     std::uint64_t committed_items(const cursor& reader) const noexcept
     {
