@@ -280,22 +280,26 @@ private:
         co_return !stop_requested_ && !registry.is_closed();
     }
 
-    // What the error sink receives once when a batch is given up.
+    // What the error sink receives once when a batch is given up; empty when out of memory.
     std::string give_up_message(const batch<T>& delivered, std::size_t failed_attempts,
-                                const std::exception_ptr& failure) const
+                                const std::exception_ptr& failure) const noexcept
     {
-        std::string last;
         try {
-            std::rethrow_exception(failure);
+            std::string last;
+            try {
+                std::rethrow_exception(failure);
+            } catch (...) {
+                last = exception_message();
+            }
+            return "topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(delivered.partition()) +
+                   ": gave up on a batch of " + std::to_string(delivered.size()) +
+                   " items (the group's first uncommitted ones) after " + std::to_string(failed_attempts) +
+                   " failed attempts (max_attempts); the batch stays uncommitted and this push loop stopped; "
+                   "last error: " +
+                   last;
         } catch (...) {
-            last = exception_message();
+            return {};
         }
-        return "topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(delivered.partition()) +
-               ": gave up on a batch of " + std::to_string(delivered.size()) +
-               " items (the group's first uncommitted ones) after " + std::to_string(failed_attempts) +
-               " failed attempts (max_attempts); the batch stays uncommitted and this push loop stopped; last "
-               "error: " +
-               last;
     }
 
     void start_commit(std::unique_ptr<pending_completion<boost::system::error_code>> completion) override
