@@ -13,17 +13,21 @@
 #include "test_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <functional>
+#include <future>
 #include <limits>
 #include <mutex>
 #include <numeric>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 // In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
@@ -303,6 +307,44 @@ TEST_CASE("push retry: stopping or closing the queue during a backoff wait compl
         }));
     CHECK(fixture.log.batches.size() == 1);
     CHECK(fixture.errors.size() == 1);
+}
+
+TEST_CASE("push retry: on a multi-threaded executor, stop() from another thread ends loops waiting out a backoff",
+          "[push][retry][memory][concurrency]")
+{
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 2));
+    sink_log errors;
+    queue.set_push_error_sink(errors.sink());
+    std::atomic<int> calls{0};
+    queue.add_push_consumer(
+        {.topic = "numbers", .group = "pool", .batch_size = 5, .concurrency = 2, .retry_backoff = endless},
+        [&](bq::batch<int>, bq::committer&) -> asio::awaitable<void> {
+            ++calls;
+            throw std::runtime_error("always fails");
+            co_return;
+        });
+    queue.start();
+    const auto items = sequence(10);
+    REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
+    auto work = asio::make_work_guard(io);
+    std::thread first([&] { io.run(); });
+    std::thread second([&] { io.run(); });
+    const auto give_up_at = std::chrono::steady_clock::now() + hang_guard;
+    while (errors.size() == 0 && std::chrono::steady_clock::now() < give_up_at) {
+        std::this_thread::sleep_for(milliseconds(1));  // the test thread, not an executor thread
+    }
+    std::promise<void> stopped;
+    queue.stop([&] { stopped.set_value(); });
+    const auto status = stopped.get_future().wait_for(hang_guard);
+    work.reset();
+    io.stop();
+    first.join();
+    second.join();
+    CHECK(errors.size() >= 1);
+    CHECK(status == std::future_status::ready);
+    CHECK(calls.load() == static_cast<int>(errors.size()));  // one delivery per report: nobody retried yet
 }
 
 TEST_CASE("push retry: under auto commit a throwing handler is not retried, whatever max_attempts says",
