@@ -265,6 +265,7 @@ private:
         if (subscription.lifetime != lifetime::singleton && subscription.lifetime != lifetime::per_batch) {
             throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group + "': invalid 'lifetime'");
         }
+        detail::check_retry_options(subscription);
         for (const auto& [other_topic, other_group] : earlier) {
             if (other_topic == subscription.topic && other_group == subscription.group) {
                 throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group +

@@ -6,6 +6,7 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/producer.hpp"
+#include "bufferqueue/retry_backoff.hpp"
 
 #include <concepts>
 #include <cstddef>
@@ -37,6 +38,13 @@ struct push_subscription {
     bufferqueue::lifetime lifetime = bufferqueue::lifetime::singleton;
     /// Push loops (pull consumers of the group) running at once, 1..the topic's partition count.
     std::size_t concurrency = 1;
+    /// Manual commit only: deliveries of one batch whose handler keeps throwing before the loop gives
+    /// up on it (reports it once and stops, leaving it uncommitted; see docs/push-consumers.md).
+    /// 0 (the default, as before) retries without limit. Ignored under auto commit, where the batch
+    /// was committed when pulled and is handed to the handler once.
+    std::size_t max_attempts = 0;
+    /// Manual commit only: the delays between those deliveries (a timer on the queue's executor).
+    bufferqueue::retry_backoff retry_backoff{};
 };
 
 namespace detail {

@@ -88,6 +88,11 @@ void push_registry::close() noexcept
     closed_.store(true, std::memory_order_release);
     std::lock_guard lock(mutex_);
     phase_ = phase::stopped;
+    // Wakes loops waiting out a retry backoff (waiting pulls end as the topics close). Cancelling
+    // takes only the loop's own lock and runs no handler inline.
+    for (const auto& loop : loops_) {
+        loop->cancel_backoff();
+    }
 }
 
 void push_registry::loop_ended() noexcept
@@ -110,6 +115,26 @@ void push_registry::set_error_sink(push_error_sink sink)
     auto shared = sink ? std::make_shared<const push_error_sink>(std::move(sink)) : nullptr;
     std::lock_guard lock(mutex_);
     sink_ = std::move(shared);
+}
+
+void push_registry::report(const std::string& topic, const std::string& group, const std::exception_ptr& exception,
+                           const std::string& message) noexcept
+{
+    std::shared_ptr<const push_error_sink> sink;
+    {
+        std::lock_guard lock(mutex_);
+        sink = sink_;
+    }
+    try {
+        const push_error failure{.topic = topic, .group = group, .exception = exception, .message = message};
+        if (sink) {
+            (*sink)(failure);
+        } else {
+            default_push_error_sink(failure);
+        }
+    } catch (...) {
+        // A throwing sink must not end the loop.
+    }
 }
 
 void push_registry::report(const std::string& topic, const std::string& group) noexcept

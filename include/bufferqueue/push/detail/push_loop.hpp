@@ -9,15 +9,18 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push_consumer.hpp"
+#include "bufferqueue/retry_backoff.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -42,6 +45,8 @@ public:
     virtual void spawn(const boost::asio::any_io_executor& executor, std::shared_ptr<push_registry> registry) = 0;
     /// Stops pulling: aborts a waiting pull; a running handler finishes first. Thread-safe.
     virtual void request_stop() noexcept = 0;
+    /// Ends a retry backoff wait now (the queue closes). Thread-safe; runs no handler inline.
+    virtual void cancel_backoff() noexcept = 0;
 
 protected:
     push_loop_base() = default;
@@ -71,6 +76,9 @@ public:
     void set_error_sink(push_error_sink sink);
     /// Reports the exception being handled (call inside a catch block). Never throws.
     void report(const std::string& topic, const std::string& group) noexcept;
+    /// Reports `exception` with `message` (a given-up batch). Never throws.
+    void report(const std::string& topic, const std::string& group, const std::exception_ptr& exception,
+                const std::string& message) noexcept;
 
 private:
     enum class phase { registering, started, stopped };
@@ -97,9 +105,10 @@ class push_loop final : public push_loop_base,
                         public std::enable_shared_from_this<push_loop<T>> {
 public:
     push_loop(pull_consumer<T> consumer, push_invoker<T> invoker, bool manual_commit,
-              boost::asio::any_io_executor executor)
+              boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
-          invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor))
+          invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
+          max_attempts_(max_attempts), backoff_(backoff)
     {
     }
 
@@ -115,12 +124,39 @@ public:
             std::lock_guard lock(mutex_);
             stop_requested_ = true;
             abort_pull = state_ == state::pulling;
+            if (backoff_timer_ != nullptr) {
+                backoff_timer_->cancel();  // a failed batch's backoff wait ends now
+            }
         }
         // A loop busy in its handler is left to finish and then sees the request; only a waiting pull
         // is aborted. Closing the consumer is sticky, so a pull that begins after this fails at once.
         if (abort_pull) {
             consumer_.close();
         }
+    }
+
+    void cancel_backoff() noexcept override
+    {
+        std::lock_guard lock(mutex_);
+        if (backoff_timer_ != nullptr) {
+            backoff_timer_->cancel();
+        }
+    }
+
+    /// The delay before the attempt after `failed_attempts` failed ones: `initial` grown by
+    /// `multiplier` per further attempt, at most `maximum`.
+    static std::chrono::milliseconds backoff_delay(const retry_backoff& backoff, std::size_t failed_attempts) noexcept
+    {
+        if (backoff.initial.count() <= 0) {
+            return std::chrono::milliseconds(0);
+        }
+        const double grown = static_cast<double>(backoff.initial.count()) *
+                             std::pow(backoff.multiplier, static_cast<double>(failed_attempts - 1));
+        const auto maximum = static_cast<double>(backoff.maximum.count());
+        if (!(grown < maximum)) {  // also an infinite product
+            return backoff.maximum;
+        }
+        return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(grown));
     }
 
 private:
@@ -168,16 +204,44 @@ private:
             if (stopping && loop.manual_commit_) {
                 break;
             }
-            try {
-                if (loop.manual_commit_) {
-                    loop.batch_committed_ = false;
-                    committer commit(loop);
-                    co_await loop.invoker_(delivered, &commit);
-                } else {
-                    co_await loop.invoker_(delivered, nullptr);
+            // Under manual commit a batch whose handler throws (without committing) is delivered again in
+            // place, after the backoff, until it succeeds or `max_attempts` deliveries failed. The
+            // success path adds nothing per batch: no allocation, no lock, no timer.
+            std::size_t failed_attempts = 0;
+            bool end_loop = false;
+            for (;;) {
+                std::exception_ptr failure;
+                try {
+                    if (loop.manual_commit_) {
+                        loop.batch_committed_ = false;
+                        committer commit(loop);
+                        co_await loop.invoker_(delivered, &commit);
+                    } else {
+                        co_await loop.invoker_(delivered, nullptr);
+                    }
+                } catch (...) {
+                    registry->report(loop.topic_, loop.group_);
+                    if (loop.manual_commit_ && !loop.batch_committed_) {
+                        failure = std::current_exception();
+                    }
                 }
-            } catch (...) {
-                registry->report(loop.topic_, loop.group_);
+                if (!failure) {
+                    break;
+                }
+                ++failed_attempts;
+                if (loop.max_attempts_ != 0 && failed_attempts >= loop.max_attempts_) {
+                    registry->report(loop.topic_, loop.group_, failure,
+                                     loop.give_up_message(delivered, failed_attempts, failure));
+                    end_loop = true;  // the batch stays uncommitted: never skipped, never lost
+                    break;
+                }
+                if (!co_await loop.back_off(failed_attempts, *registry)) {
+                    end_loop = true;  // stopped or closed while waiting; the batch stays uncommitted
+                    break;
+                }
+            }
+            if (end_loop) {
+                break;
             }
         }
         {
@@ -186,6 +250,56 @@ private:
         }
         loop.consumer_.close();
         registry->loop_ended();
+    }
+
+    // Waits the backoff after `failed_attempts` failed deliveries; false when the loop must end
+    // (stop requested, queue closed: `request_stop` cancels the timer, so that is prompt). The timer
+    // is started and cancelled only under `mutex_`, so the two never race.
+    boost::asio::awaitable<bool> back_off(std::size_t failed_attempts, push_registry& registry)
+    {
+        boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor,
+                                        backoff_delay(backoff_, failed_attempts));
+        try {
+            co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&,
+                                                 void(boost::system::error_code)>(
+                [this, &timer, &registry](auto handler) {
+                    std::lock_guard lock(mutex_);
+                    timer.async_wait(std::move(handler));
+                    if (stop_requested_ || registry.is_closed()) {
+                        timer.cancel();
+                    } else {
+                        backoff_timer_ = &timer;
+                    }
+                },
+                boost::asio::use_awaitable);
+        } catch (const boost::system::system_error&) {
+            // Cancelled: the checks below end the loop.
+        }
+        std::lock_guard lock(mutex_);
+        backoff_timer_ = nullptr;
+        co_return !stop_requested_ && !registry.is_closed();
+    }
+
+    // What the error sink receives once when a batch is given up; empty when out of memory.
+    std::string give_up_message(const batch<T>& delivered, std::size_t failed_attempts,
+                                const std::exception_ptr& failure) const noexcept
+    {
+        try {
+            std::string last;
+            try {
+                std::rethrow_exception(failure);
+            } catch (...) {
+                last = exception_message();
+            }
+            return "topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(delivered.partition()) +
+                   ": gave up on a batch of " + std::to_string(delivered.size()) +
+                   " items (the group's first uncommitted ones) after " + std::to_string(failed_attempts) +
+                   " failed attempts (max_attempts); the batch stays uncommitted and this push loop stopped; "
+                   "last error: " +
+                   last;
+        } catch (...) {
+            return {};
+        }
     }
 
     void start_commit(std::unique_ptr<pending_completion<boost::system::error_code>> completion) override
@@ -210,12 +324,16 @@ private:
     const push_invoker<T> invoker_;
     const bool manual_commit_;
     const boost::asio::any_io_executor executor_;
+    const std::size_t max_attempts_;  // 0: unlimited
+    const retry_backoff backoff_;
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;
 
     spin_mutex mutex_;
     state state_ = state::idle;    // guarded by mutex_
     bool stop_requested_ = false;  // guarded by mutex_
+    // The timer of a backoff wait in progress, cancelled by request_stop; guarded by mutex_.
+    boost::asio::steady_timer* backoff_timer_ = nullptr;
 };
 
 /// Awaits `handler`'s `consume` member on `items`, with the committer under manual commit.

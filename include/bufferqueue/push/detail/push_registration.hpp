@@ -108,6 +108,28 @@ push_invoker<T> make_push_invoker(lifetime how, Source source)
     };
 }
 
+/// Throws `bufferqueue::error` `errc::invalid_argument` naming topic, group and the option when
+/// `subscription.retry_backoff` is invalid (negative delays, `maximum` below `initial`, `multiplier`
+/// below 1 or not a number).
+inline void check_retry_options(const push_subscription& subscription)
+{
+    const retry_backoff& backoff = subscription.retry_backoff;
+    const auto fail = [&](const std::string& what) {
+        throw error(errc::invalid_argument, "topic '" + std::string(subscription.topic) + "' group '" +
+                                                std::string(subscription.group) + "': " + what);
+    };
+    if (backoff.initial.count() < 0) {
+        fail("'retry_backoff.initial' must not be negative (is " + std::to_string(backoff.initial.count()) + " ms)");
+    }
+    if (backoff.maximum < backoff.initial) {
+        fail("'retry_backoff.maximum' (" + std::to_string(backoff.maximum.count()) +
+             " ms) must not be below 'retry_backoff.initial' (" + std::to_string(backoff.initial.count()) + " ms)");
+    }
+    if (!(backoff.multiplier >= 1.0)) {
+        fail("'retry_backoff.multiplier' must be at least 1 (is " + std::to_string(backoff.multiplier) + ")");
+    }
+}
+
 /// One subscription's loops, made but not yet registered; `created` when its group was new.
 struct pending_push {
     std::string topic;
@@ -138,7 +160,8 @@ pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_
     }
     try {
         for (pull_consumer<T>& consumer : consumers) {
-            made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumer), invoker, manual_commit, executor));
+            made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumer), invoker, manual_commit, executor,
+                                                                subscription.max_attempts, subscription.retry_backoff));
         }
     } catch (...) {
         made.loops.clear();
