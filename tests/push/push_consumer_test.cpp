@@ -8,6 +8,7 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
+#include "push/push_test_support.hpp"
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
@@ -46,15 +47,9 @@ namespace bq = bufferqueue;
 using bq::test::error_from;
 using bq::test::int_topic;
 using bq::test::missing_from;
-
-constexpr auto hang_guard = std::chrono::seconds(60);
-
-std::vector<int> sequence(int count)
-{
-    std::vector<int> items(static_cast<std::size_t>(count));
-    std::iota(items.begin(), items.end(), 0);
-    return items;
-}
+using bq::test::run_until_then_stop;
+using bq::test::sink_log;
+constexpr auto hang_guard = bq::test::push_hang_guard;
 
 /// Counts, under a lock, how often each item was delivered (handlers may run on several threads).
 struct delivery_log {
@@ -85,75 +80,7 @@ struct delivery_log {
     }
 };
 
-/// Waits (polling a timer, on `io`) until `done()` holds, then awaits `queue.stop()`; runs `io`
-/// until it runs out of work. Returns whether the stop completed.
-bool run_until_then_stop(asio::io_context& io, bq::buffer_queue& queue, std::function<bool()> done)
-{
-    bool stopped = false;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            asio::steady_timer timer(io);
-            while (!done()) {
-                timer.expires_after(std::chrono::milliseconds(1));
-                co_await timer.async_wait(asio::use_awaitable);
-            }
-            co_await queue.stop();
-            stopped = true;
-        },
-        [](std::exception_ptr failure) {
-            if (failure) {
-                std::rethrow_exception(failure);
-            }
-        });
-    io.run_for(hang_guard);
-    return stopped;
-}
-
-/// Collects what the error sink receives.
-struct sink_log {
-    std::mutex mutex;
-    std::vector<std::string> lines;
-
-    bq::push_error_sink sink()
-    {
-        return [this](const bq::push_error& failure) {
-            std::lock_guard lock(mutex);
-            lines.push_back(std::string(failure.topic) + "|" + std::string(failure.group) + "|" +
-                            std::string(failure.message) + "|" + (failure.exception ? "exception" : "none"));
-        };
-    }
-
-    std::size_t size()
-    {
-        std::lock_guard lock(mutex);
-        return lines.size();
-    }
-};
-
-/// A queue over the memory topic "numbers" of ints, recording what the error sink receives.
-struct numbers_queue {
-    explicit numbers_queue(std::size_t partitions)
-    {
-        queue.add_topic(int_topic("numbers", partitions));
-        queue.set_push_error_sink(errors.sink());
-    }
-
-    /// Starts the loops, produces 0..count-1 in one batch, and stops once `done` holds.
-    void run(int count, const std::function<bool()>& done)
-    {
-        queue.start();
-        items = sequence(count);
-        REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-        REQUIRE(run_until_then_stop(io, queue, done));
-    }
-
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    sink_log errors;
-    delivery_log log;
-    std::vector<int> items;
-};
+using numbers_queue = bq::test::numbers_queue<delivery_log>;
 
 // ------------------------------------------------------------------------------- consumer types
 
@@ -432,7 +359,7 @@ TEST_CASE("push consumer: stop waits for running handlers; under manual commit n
         return bq::mmap_topic_options<int>{
             .name = "durable", .partitions = 2, .data_directory = directory.path(), .segment_size = 64 * 1024};
     };
-    const auto items = sequence(200);
+    const auto items = bq::test::range(0, 200);
     std::map<int, int> handled;  // items whose batch was committed, across both runs
     int running = 0;
     {
@@ -487,7 +414,7 @@ TEST_CASE("push consumer: under auto commit every pulled batch reaches its handl
         return bq::mmap_topic_options<int>{
             .name = "auto", .partitions = 2, .data_directory = directory.path(), .segment_size = 64 * 1024};
     };
-    const auto items = sequence(100);
+    const auto items = bq::test::range(0, 100);
     std::map<int, int> handled;
     for (int run = 0; run < 2; ++run) {
         asio::io_context io;

@@ -9,6 +9,7 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
+#include "push/push_test_support.hpp"
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
@@ -41,16 +42,10 @@ using bq::test::error_from;
 using bq::test::int_topic;
 using bq::test::items_of;
 using bq::test::missing_from;
+using bq::test::run_until_then_stop;
+using bq::test::sink_log;
 using std::chrono::milliseconds;
-
-constexpr auto hang_guard = std::chrono::seconds(60);
-
-std::vector<int> sequence(int count)
-{
-    std::vector<int> items(static_cast<std::size_t>(count));
-    std::iota(items.begin(), items.end(), 0);
-    return items;
-}
+constexpr auto hang_guard = bq::test::push_hang_guard;
 
 /// Every delivery, in order: its items and when it began.
 struct delivery_record {
@@ -73,78 +68,7 @@ struct delivery_record {
     }
 };
 
-/// Collects the error sink's messages.
-struct sink_log {
-    std::mutex mutex;
-    std::vector<std::string> messages;
-
-    bq::push_error_sink sink()
-    {
-        return [this](const bq::push_error& failure) {
-            std::lock_guard lock(mutex);
-            messages.push_back(std::string(failure.topic) + "|" + std::string(failure.group) + "|" +
-                               std::string(failure.message) + "|" + (failure.exception ? "exception" : "none"));
-        };
-    }
-
-    std::size_t size()
-    {
-        std::lock_guard lock(mutex);
-        return messages.size();
-    }
-};
-
-/// Polls (a 1 ms timer on `io`) until `done()` holds, then runs `finish` and awaits `queue.stop()`;
-/// runs `io` for at most the hang guard. Returns whether the stop completed.
-bool run_until_then_stop(asio::io_context& io, bq::buffer_queue& queue, std::function<bool()> done,
-                         std::function<void()> finish = {})
-{
-    bool stopped = false;
-    asio::co_spawn(
-        io,
-        [&]() -> asio::awaitable<void> {
-            asio::steady_timer timer(io);
-            while (!done()) {
-                timer.expires_after(milliseconds(1));
-                co_await timer.async_wait(asio::use_awaitable);
-            }
-            if (finish) {
-                finish();
-            }
-            co_await queue.stop();
-            stopped = true;
-        },
-        [](std::exception_ptr failure) {
-            if (failure) {
-                std::rethrow_exception(failure);
-            }
-        });
-    io.run_for(hang_guard);
-    return stopped;
-}
-
-/// A queue over the memory topic "numbers" of ints (one partition), recording the error sink.
-struct numbers_queue {
-    numbers_queue()
-    {
-        queue.add_topic(int_topic("numbers", 1));
-        queue.set_push_error_sink(errors.sink());
-    }
-
-    /// Starts the loops and produces 0..count-1 in one go.
-    void start(int count)
-    {
-        queue.start();
-        items = sequence(count);
-        REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
-    }
-
-    asio::io_context io;
-    bq::buffer_queue queue{io.get_executor()};
-    sink_log errors;
-    delivery_record log;
-    std::vector<int> items;
-};
+using numbers_queue = bq::test::numbers_queue<delivery_record>;
 
 constexpr bq::retry_backoff quick{.initial = milliseconds(1), .multiplier = 1.0, .maximum = milliseconds(1)};
 constexpr bq::retry_backoff endless{
@@ -175,7 +99,7 @@ TEST_CASE("push retry: a handler that throws 3 times then succeeds gets the same
                                                  {0, 1, 2, 3, 4}, {5, 6, 7, 8, 9}, {10, 11, 12, 13, 14}};
     CHECK(fixture.log.batches == expected);
     REQUIRE(fixture.errors.size() == 3);  // each failed attempt, no give-up
-    for (const std::string& message : fixture.errors.messages) {
+    for (const std::string& message : fixture.errors.lines) {
         CHECK(message == "numbers|flaky|transient failure|exception");
     }
 }
@@ -225,7 +149,7 @@ TEST_CASE("push retry: after max_attempts failed deliveries the batch is reporte
     CHECK(fixture.log.batches.size() == 3);  // 3 attempts, then nothing: not the next batches either
     CHECK(fixture.log.deliveries_starting_at(0) == 3);
     REQUIRE(fixture.errors.size() == 4);  // 3 attempts and the give-up, once
-    const std::string& given_up = fixture.errors.messages.back();
+    const std::string& given_up = fixture.errors.lines.back();
     CHECK(missing_from(given_up, {"numbers|doomed|", "topic 'numbers'", "group 'doomed'", "partition 0",
                                   "batch of 5 items", "after 3 failed attempts", "max_attempts", "uncommitted",
                                   "permanent failure", "|exception"}) == "");
@@ -244,7 +168,7 @@ TEST_CASE("push retry: a batch given up on an mmap topic is delivered again from
         return bq::mmap_topic_options<int>{
             .name = "durable", .partitions = 1, .data_directory = directory.path(), .segment_size = 64 * 1024};
     };
-    const auto items = sequence(20);
+    const auto items = bq::test::range(0, 20);
     {
         asio::io_context io;
         bq::buffer_queue queue{io.get_executor()};
@@ -326,7 +250,7 @@ TEST_CASE("push retry: on a multi-threaded executor, stop() from another thread 
             co_return;
         });
     queue.start();
-    const auto items = sequence(10);
+    const auto items = bq::test::range(0, 10);
     REQUIRE(queue.producer<int>("numbers").try_produce(std::span<const int>(items)));
     auto work = asio::make_work_guard(io);
     std::thread first([&] { io.run(); });
