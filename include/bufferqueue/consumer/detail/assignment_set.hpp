@@ -125,6 +125,7 @@ public:
 
     const assignment_set<Partition>& current() const noexcept { return *current_; }
 
+    /// Called only through `ring_reader::adopt_latest`, which restarts the ring with the set.
     /// Makes the latest set current and calls `released(partition)` for each partition the consumer
     /// stops using: left out of the new set, and no batch of it held (that one goes when the batch
     /// is released). A delivered batch of a partition left out can no longer be committed.

@@ -14,6 +14,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace bufferqueue::detail {
 
@@ -122,9 +123,18 @@ public:
     void adopt_if_reassigned() noexcept
     {
         if (assignment_.reassigned()) {
-            assignment_.adopt([this](std::size_t partition) { report_released(partition); });
-            ring_position_ = 0;
+            adopt_latest([this](std::size_t partition) { report_released(partition); });
         }
+    }
+
+    /// Makes the latest published set current and restarts the ring at its first partition (the
+    /// old position may lie past the new set's end); `released(partition)` gets each partition let
+    /// go. The only way the reader's set changes, so the position always matches the set.
+    template <class Released>
+    void adopt_latest(Released&& released) noexcept
+    {
+        assignment_.adopt(std::forward<Released>(released));
+        ring_position_ = 0;
     }
 
     /// What the storage said about the last failure (empty: the code says it all).
@@ -157,7 +167,7 @@ private:
     const bool auto_commit_;
     const std::size_t batch_size_;
     consumer_assignment<Partition> assignment_;
-    std::size_t ring_position_ = 0;
+    std::size_t ring_position_ = 0;  // < the current set's size (or 0): reset by every adoption
     bool uncommitted_ = false;
     bool reporting_ = false;      // set before the consumer is shared
     std::string failure_detail_;  // the message of the last failure, for try_consume's exception

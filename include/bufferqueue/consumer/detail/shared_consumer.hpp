@@ -204,7 +204,7 @@ public:
             return;
         }
         while (assignment.reassigned() && busy_.try_adopt()) {
-            assignment.adopt([&released](std::size_t partition) { released.push_back(partition); });
+            reader_.adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
             busy_.end();
         }
     }
