@@ -11,6 +11,8 @@
 #include <malloc.h>
 #include <tbb/concurrent_queue.h>
 
+#include <chrono>
+#include <cstdint>
 #include <deque>
 #include <memory>
 #include <mutex>
@@ -359,6 +361,72 @@ std::size_t heap_in_use()
     return info.uordblks + info.hblkhd;
 }
 
+/// Issue 16, section 3a: one consumer owning `partitions` partitions of which one is busy (every
+/// item keyed to partition 0), draining 1,024 items with try_consume at batch 1, so every item
+/// costs a ring scan. Auto commit; the produce is outside the timed region.
+void scale_partitions(benchmark::State& state, std::size_t partitions)
+{
+    constexpr std::size_t items = 1024;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{
+        .name = "scale", .partitions = partitions, .partition_key = [](const int&) { return std::int64_t{1}; }});
+    bq::producer<int> producer = queue.producer<int>("scale");
+    bq::pull_consumer<int> consumer =
+        queue.create_pull_consumer<int>({.topic = "scale", .group = "one", .auto_commit = true, .batch_size = 1});
+    const std::span<const int> chunk(messages().data(), items);
+    for (auto _ : state) {
+        producer.try_produce(chunk);
+        const auto start = std::chrono::steady_clock::now();
+        std::size_t count = 0;
+        while (auto batch = consumer.try_consume()) {
+            count += batch->size();
+        }
+        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        if (count != items) {
+            state.SkipWithError("the consumer did not receive all 1,024 items");
+            break;
+        }
+    }
+    bq::bench::set_items(state, items);
+}
+
+/// Issue 16, section 3b: `groups` consumer groups (one consumer each) on one partition, in lockstep
+/// (each group takes the next item in turn, try_consume at batch 1, auto commit), so every commit
+/// is one of many groups'. Items per iteration: 256 per group; the rate is per item and group.
+void scale_groups(benchmark::State& state, std::size_t groups)
+{
+    constexpr std::size_t items = 256;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{.name = "scale", .partitions = 1});
+    bq::producer<int> producer = queue.producer<int>("scale");
+    std::vector<bq::pull_consumer<int>> consumers;
+    for (std::size_t index = 0; index < groups; ++index) {
+        consumers.push_back(queue.create_pull_consumer<int>(
+            {.topic = "scale", .group = "group-" + std::to_string(index), .auto_commit = true, .batch_size = 1}));
+    }
+    const std::span<const int> chunk(messages().data(), items);
+    for (auto _ : state) {
+        producer.try_produce(chunk);
+        const auto start = std::chrono::steady_clock::now();
+        std::size_t count = 0;
+        for (std::size_t item = 0; item < items; ++item) {
+            for (bq::pull_consumer<int>& consumer : consumers) {
+                if (auto batch = consumer.try_consume()) {
+                    count += batch->size();
+                }
+            }
+        }
+        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+        if (count != items * groups) {
+            state.SkipWithError("the groups did not each receive all 256 items");
+            break;
+        }
+    }
+    bq::bench::set_items(state, items * groups);
+}
+
 /// Target 6: the heap a memory topic needs for 1,000,000 pending ints, against their raw 4,000,000
 /// bytes. Deterministic, so one iteration.
 void pending_million_ints(benchmark::State& state)
@@ -447,6 +515,15 @@ void register_all()
             configure(benchmark::RegisterBenchmark(("consume/mutex_deque_chunk" + b + c).c_str(), consume_peer,
                                                    hardware, peer_consume::mutex_deque_chunk, batch_size));
         }
+    }
+
+    for (std::size_t partitions : {4, 64, 1024, 16384}) {
+        configure(benchmark::RegisterBenchmark(("scale/partitions:" + std::to_string(partitions)).c_str(),
+                                               scale_partitions, partitions));
+    }
+    for (std::size_t groups : {10, 100, 1000}) {
+        configure(
+            benchmark::RegisterBenchmark(("scale/groups:" + std::to_string(groups)).c_str(), scale_groups, groups));
     }
 
     benchmark::RegisterBenchmark("memory/pending_1M_ints", pending_million_ints)->Iterations(1)->Repetitions(1);

@@ -234,6 +234,23 @@ def targets(results):
             target(status, "16.2b", f"durable {label} >= 3x SQLite (WAL, synchronous=FULL) and RocksDB (sync)",
                    f"{krate(ours)}; SQLite {krate(sqlite)} = {fmt(over_sqlite)}; RocksDB {krate(rocksdb)} = "
                    f"{fmt(over_rocksdb)}", at_least(over_sqlite, 3) and at_least(over_rocksdb, 3))
+
+    # Issue 16, section 3: cost that does not grow with idle partitions or many groups.
+    base = time_of(results, "scale/partitions:4")
+    if base:
+        parts, met = [], True
+        for count in (1024, 16384):
+            ratio = (time_of(results, f"scale/partitions:{count}") or 0) / base or None
+            parts.append(f"{count} partitions: {fmt(ratio)} the 4-partition time")
+            met = met and ratio is not None and ratio <= 2
+        target(status, "16.3a", "one busy partition of 1,024 or 16,384 owned: per-item consume within 2x of 4 "
+               "partitions", f"4 partitions {base / 1024 * 1e3:.0f} ns per item; " + "; ".join(parts), met)
+    ten, thousand = rate_of("scale/groups:10"), rate_of("scale/groups:1000")
+    if ten and thousand:
+        ratio = ten / thousand
+        target(status, "16.3b", "per-item cost at 1,000 groups within 2x of 10 groups",
+               f"{1e9 / ten:.0f} ns per item and group at 10 groups, {1e9 / thousand:.0f} ns at 1,000 = "
+               f"{fmt(ratio)}", ratio <= 2)
     return status
 
 

@@ -277,6 +277,65 @@ TEST_CASE("memory partition: commit reports the items every group has committed 
     CHECK(partition.commit(slow, 10) == 1);
 }
 
+// A commit of a group that does not hold the minimum skips the recount over every group
+// (memory_lane_minimum); the released counts must still be exactly the minimum's rises, whatever
+// the order of commits, ties at the minimum and groups opened and removed in between.
+TEST_CASE("memory partition: with many groups, each commit reports exactly what the slowest group's move "
+          "released, in any commit order",
+          "[memory][storage]")
+{
+    constexpr std::uint64_t item_count = 400;
+    memory_partition<int> partition(8, false);
+    std::vector<memory_partition<int>::cursor*> groups;
+    std::vector<std::uint64_t> positions;
+    const auto open = [&](const std::string& name) {
+        groups.push_back(&partition.open_cursor(name));
+        positions.push_back(partition.committed_items(*groups.back()));  // the oldest item still held
+    };
+    for (int index = 0; index < 5; ++index) {
+        open("group-" + std::to_string(index));
+    }
+    REQUIRE(append(partition, range(0, static_cast<int>(item_count))) == item_count);
+
+    std::uint64_t released_total = 0;
+    std::uint64_t mismatches = 0;
+    std::uint64_t state = 7;
+    const auto next_random = [&state] {
+        state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+        return state >> 33;
+    };
+    for (int step = 0; step < 4000; ++step) {
+        if (step == 1500) {
+            open("late");  // starts at the oldest item still held, below the others: the minimum drops
+            REQUIRE(positions.back() < released_total);
+        }
+        const std::size_t which = step % 3 == 0 ? static_cast<std::size_t>(step / 3) % groups.size()  // lockstep
+                                                : next_random() % groups.size();                      // random
+        // As a consumer does: pull (0 to 2 items: an empty pull commits where the group is), commit,
+        // release the batch.
+        const bq::pull_result<int> pulled = partition.pull(*groups[which], next_random() % 3);
+        const std::uint64_t to = pulled.items.empty() ? positions[which] : pulled.next_offset;
+        positions[which] = to;
+        // What the lane gives back: the rise of the minimum over what it gave back so far.
+        const std::uint64_t minimum = *std::min_element(positions.begin(), positions.end());
+        const std::uint64_t expected = minimum > released_total ? minimum - released_total : 0;
+        const std::uint64_t released = partition.commit(*groups[which], to);
+        partition.release_batch(*groups[which]);
+        mismatches += released == expected ? 0 : 1;
+        released_total += released;
+    }
+    CHECK(mismatches == 0);
+    for (auto* group : groups) {  // every group reads the rest
+        for (bq::pull_result<int> pulled = partition.pull(*group, 7); !pulled.items.empty();
+             pulled = partition.pull(*group, 7)) {
+            released_total += partition.commit(*group, pulled.next_offset);
+            partition.release_batch(*group);
+        }
+    }
+    CHECK(released_total == item_count);
+    CHECK(partition.allocated_segments() <= 4);  // every segment before the last recycled
+}
+
 TEST_CASE("memory partition: a slow group never loses unread data when a fast group commits", "[memory][storage]")
 {
     memory_partition<int> partition(4, false);

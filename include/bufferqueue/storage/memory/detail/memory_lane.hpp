@@ -16,6 +16,49 @@
 
 namespace bufferqueue::detail {
 
+/// The lowest committed position of a lane's groups and how many stand at it, as the last recount
+/// over every group found them (the count may since be low, never high). It lets the commit of a
+/// group that does not hold the minimum skip that recount: with one group every commit recounts,
+/// with many a round of commits recounts about once instead of once per group. Not thread-safe
+/// (the partition's groups lock guards it); never allocates.
+class memory_lane_minimum {
+public:
+    /// A group committed from `previous` to `next`: true when the minimum may have risen, so the
+    /// caller must recount (and then call `recounted`). A group above the minimum - or counted at
+    /// its new position by a recount that ran meanwhile - cannot raise it; one of several at the
+    /// minimum leaves it and only lowers the count.
+    bool may_rise(std::uint64_t previous, std::uint64_t next) noexcept
+    {
+        if (!known_) {
+            return true;
+        }
+        if (next == previous || previous != minimum_) {
+            return false;
+        }
+        if (groups_at_minimum_ > 1) {
+            --groups_at_minimum_;
+            return false;
+        }
+        return true;
+    }
+
+    /// A recount found `minimum`, held by `groups` groups.
+    void recounted(std::uint64_t minimum, std::size_t groups) noexcept
+    {
+        minimum_ = minimum;
+        groups_at_minimum_ = groups;
+        known_ = true;
+    }
+
+    /// A group was opened (it may start below the minimum) or removed: the next commit recounts.
+    void forget() noexcept { known_ = false; }
+
+private:
+    std::uint64_t minimum_ = 0;
+    std::size_t groups_at_minimum_ = 0;
+    bool known_ = false;
+};
+
 /// One producer lane: segments linked from `head` (the oldest still held) to `tail` (the one being
 /// filled). One thread appends at a time - the lane's owner, or whoever holds `append_mutex` -
 /// and publishes with a release store of `published_end`; readers load it with acquire and read
@@ -87,6 +130,7 @@ struct memory_lane {
     std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
     alignas(64) memory_segment<T>* head = nullptr;   // guarded by the partition's groups lock
     std::uint64_t released_up_to = 0;                // guarded by the partition's groups lock
+    memory_lane_minimum minimum;                     // guarded by the partition's groups lock
 
 private:
     // Called by the appender when the tail is full or the lane has no segment yet.

@@ -103,7 +103,8 @@ public:
         cursor& added = cursors_.emplace_back(lane_count_);
         added.group = std::string(group);
         for (std::size_t index = 0; index < lane_count_; ++index) {
-            const lane& each = lanes_[index];
+            lane& each = lanes_[index];
+            each.minimum.forget();  // the new group may start below the minimum
             lane_position& position = added.lanes[index];
             memory_segment<T>* segment = each.head;
             if (segment == nullptr) {
@@ -160,6 +161,7 @@ public:
         lane& source = lanes_[index];
         lane_position& position_of = reader.lanes[index];
         reader.next_lane = index + 1 < lane_count_ ? index + 1 : 0;
+        const std::uint64_t previous = position_of.committed.load(std::memory_order_relaxed);  // ours alone
         position_of.committed.store(next_offset, std::memory_order_release);
         memory_segment<T>* segment = position_of.segment.load(std::memory_order_relaxed);
         if (segment == nullptr) {
@@ -172,7 +174,8 @@ public:
             }
         }
 
-        return release_lane(index);
+        const group_move moved{previous, next_offset};
+        return release_lane(index, &moved);
     }
 
     bool has_group(std::string_view group) const
@@ -193,6 +196,9 @@ public:
                 return 0;
             }
             cursors_.erase(found);
+            for (std::size_t index = 0; index < lane_count_; ++index) {
+                lanes_[index].minimum.forget();
+            }
         }
         std::uint64_t released = 0;
         for (std::size_t index = 0; index < lane_count_; ++index) {
@@ -206,7 +212,13 @@ private:
     // group and no handed-out batch needs. Without any group nothing is released: the items wait
     // for the next group. Segments are unlinked under the lock and recycled after it, a few at a
     // time, so a commit never allocates.
-    std::uint64_t release_lane(std::size_t index)
+    // A commit calls it with the group's move: when another group holds the lane's minimum, it
+    // returns 0 at once, without the recount over every group (see `memory_lane_minimum`).
+    struct group_move {
+        std::uint64_t from;
+        std::uint64_t to;
+    };
+    std::uint64_t release_lane(std::size_t index, const group_move* moved = nullptr)
     {
         lane& source = lanes_[index];
         std::uint64_t released = 0;
@@ -218,15 +230,24 @@ private:
                 if (cursors_.empty()) {
                     return released;
                 }
+                if (first_pass && moved != nullptr && !source.minimum.may_rise(moved->from, moved->to)) {
+                    return 0;  // another group holds the lane's minimum: nothing to give back yet
+                }
                 std::uint64_t minimum_committed = std::numeric_limits<std::uint64_t>::max();
                 std::uint64_t minimum_retained = std::numeric_limits<std::uint64_t>::max();
+                std::size_t at_minimum = 0;
                 for (const cursor& each : cursors_) {
                     const lane_position& other = each.lanes[index];
                     const std::uint64_t committed = other.committed.load(std::memory_order_acquire);
                     const std::uint64_t pinned = other.pinned.load(std::memory_order_acquire);
-                    minimum_committed = std::min(minimum_committed, committed);
+                    if (committed < minimum_committed) {
+                        minimum_committed = committed;
+                        at_minimum = 0;
+                    }
+                    at_minimum += committed == minimum_committed ? 1 : 0;
                     minimum_retained = std::min({minimum_retained, committed, pinned});
                 }
+                source.minimum.recounted(minimum_committed, at_minimum);
                 if (first_pass && minimum_committed > source.released_up_to) {
                     released = minimum_committed - source.released_up_to;
                     source.released_up_to = minimum_committed;
