@@ -27,6 +27,8 @@ public:
         case errc::partition_revoked:
             return "the partition of the delivered batch was revoked from this consumer; nothing was committed";
         case errc::timed_out: return "timed out";
+        case errc::nothing_to_skip:
+            return "nothing to skip: the last consume did not fail on a record the storage can step past";
         }
         return "unknown bufferqueue error";
     }

@@ -13,6 +13,7 @@
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push_consumer.hpp"
+#include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/storage/partition_waker.hpp"
 #include "bufferqueue/storage/storage.hpp"

@@ -33,6 +33,8 @@ enum class errc : int {
                             ///< it was delivered (nothing is committed; the next owner gets the records)
     timed_out,              ///< a networked storage gave up within its timeout (Kafka: `message.timeout.ms`
                             ///< passed before the broker acknowledged a record; `connect_timeout` for metadata)
+    nothing_to_skip,        ///< `skip()` while the last consume did not fail on a record the storage can step
+                            ///< past (it succeeded, failed otherwise, or the record's frame is damaged)
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.

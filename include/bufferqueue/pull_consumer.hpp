@@ -98,6 +98,25 @@ public:
                                                                                              require_state());
     }
 
+    /// Steps past the record that made this consumer's last `consume()` (or `try_consume()`) fail
+    /// with `errc::corrupt_data` because its payload does not decode: commits the group's position
+    /// just after that record, so it is never delivered and the records after it are, and
+    /// completes with where it was. The record stays in the log (`bufferqueue-inspect` shows it)
+    /// until retention removes it. Works under auto and manual commit. Signature
+    /// `void(boost::system::error_code, bufferqueue::skipped_record)`; errors:
+    /// `errc::nothing_to_skip` (the last consume did not fail on an undecodable record: it
+    /// succeeded or failed otherwise; an mmap record whose frame fails its checksum has no known
+    /// end; memory topics store no encoded records; Kafka topics already deliver the records after
+    /// one that does not decode), `errc::partition_revoked` (its partition went to another
+    /// consumer since, which meets the record itself), `errc::closed`, `errc::operation_in_progress`,
+    /// and the commit's `errc::io_error`. Runs where blocking is allowed, like `commit()`.
+    template <class CompletionToken = default_completion_token>
+    auto skip(CompletionToken&& token = default_completion_token())
+    {
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, skipped_record)>(
+            initiate_skip{}, token, require_state());
+    }
+
     /// Cancels without closing: a `consume()` waiting for data completes with
     /// `boost::asio::error::operation_aborted` (posted to its handler's executor, never run inside
     /// this call) without having pulled anything, so nothing is skipped or delivered twice. A
@@ -184,6 +203,33 @@ private:
             const detail::consumer_base<T>& target = *state;
             target.runner().template start<boost::system::error_code, batch<T>>(
                 std::forward<Handler>(handler), target.default_executor(), consume_step{std::move(state)});
+        }
+    };
+
+    // A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
+    struct skip_step {
+        std::shared_ptr<detail::consumer_base<T>> state;
+
+        std::optional<std::tuple<boost::system::error_code, skipped_record>> attempt()
+        {
+            skipped_record skipped;
+            const boost::system::error_code result = state->skip(skipped);
+            return std::tuple(result, skipped);
+        }
+
+        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code, skipped_record>> completion) &&
+        {
+            completion->complete(make_error_code(errc::invalid_argument), skipped_record{});  // unreachable
+        }
+    };
+
+    struct initiate_skip {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
+        {
+            const detail::consumer_base<T>& target = *state;
+            target.runner().template start<boost::system::error_code, skipped_record>(
+                std::forward<Handler>(handler), target.default_executor(), skip_step{std::move(state)});
         }
     };
 

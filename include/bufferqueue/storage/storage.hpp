@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -184,6 +185,10 @@ concept group_listing_partition = requires(const Partition& partition)
 /// - `std::vector<stored_group> stored_groups() const` (`group_listing_partition` above): the
 ///   groups it holds, for the statistics.
 ///
+/// - `std::optional<unreadable_record> unreadable(const cursor&) const noexcept`
+///   (`skipping_partition` below): lets `pull_consumer::skip` step past a record that does not
+///   decode.
+///
 /// And the statistics members of `storage_partition_statistics` above: `end_items()`,
 /// `earliest_items()`, `committed_items(cursor)`.
 /// And the compile-time property `storage_traits<Partition>::blocking` above.
@@ -205,6 +210,27 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
     { partition.close() } noexcept;
 } && storage_partition_statistics<Partition>;
 // clang-format on
+
+/// A record a pull could not read (see `skipping_partition`): its position and the position just
+/// after it, in the partition's own offsets.
+struct unreadable_record {
+    std::uint64_t offset = 0;
+    std::uint64_t next_offset = 0;
+};
+
+/// A partition that can step past a record it cannot read (`pull_consumer::skip`). Optional.
+/// `unreadable(cursor)` (const, noexcept) returns the record the cursor's last `pull`
+/// failed on when the cursor still stands at it and the record's extent is known (a payload the
+/// serializer rejected), else nothing (a damaged frame has no trustworthy end). The topic then
+/// commits `next_offset` through `commit`, which must accept it like a position `pull` returned.
+template <class Partition>
+concept skipping_partition = requires(const Partition& partition, const typename Partition::cursor& cursor)
+{
+    {
+        partition.unreadable(cursor)
+    }
+    noexcept->std::same_as<std::optional<unreadable_record>>;
+};
 
 /// A partition the topic can hand a `partition_waker` (see `storage_partition`).
 template <class Partition>

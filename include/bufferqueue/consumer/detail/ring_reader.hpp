@@ -5,6 +5,7 @@
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <boost/system/error_code.hpp>
@@ -52,6 +53,7 @@ public:
     std::optional<batch<T>> scan(boost::system::error_code& error)
     {
         failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
+        failed_pull_ = false;
         adopt_if_reassigned();
         const std::span<const entry> entries = assignment_.current().entries();
         const std::size_t count = entries.size();
@@ -70,6 +72,8 @@ public:
                 error = current_exception_code(errc::corrupt_data);
                 failure_detail_ = exception_message();
                 ring_position_ = index + 1 == count ? 0 : index + 1;
+                failed_ = each;
+                failed_pull_ = true;
                 return std::nullopt;
             }
             if (pulled.items.empty()) {
@@ -106,6 +110,36 @@ public:
         const boost::system::error_code result = commit_position(assignment_.last(), assignment_.last_next_offset());
         if (!result) {
             uncommitted_ = false;
+        }
+        return result;
+    }
+
+    /// Commits past the record the last scan's failed pull stopped at (`pull_consumer::skip`):
+    /// `errc::nothing_to_skip` when the last scan did not fail on a record its storage can step
+    /// past, `errc::partition_revoked` when that partition was revoked since; else the commit's
+    /// result, with `skipped` filled on success.
+    boost::system::error_code skip(skipped_record& skipped)
+    {
+        failure_detail_.clear();
+        if (!failed_pull_) {
+            return errc::nothing_to_skip;
+        }
+        adopt_if_reassigned();
+        if (!assignment_.current().contains(failed_.partition)) {
+            failed_pull_ = false;
+            return errc::partition_revoked;
+        }
+        std::optional<unreadable_record> unreadable;
+        if constexpr (skipping_partition<Partition>) {
+            unreadable = failed_.storage->unreadable(*failed_.cursor);
+        }
+        if (!unreadable) {
+            return errc::nothing_to_skip;
+        }
+        const boost::system::error_code result = commit_position(failed_, unreadable->next_offset);
+        if (!result) {
+            failed_pull_ = false;
+            skipped = {failed_.partition, unreadable->offset, unreadable->next_offset};
         }
         return result;
     }
@@ -169,6 +203,8 @@ private:
     consumer_assignment<Partition> assignment_;
     std::size_t ring_position_ = 0;  // < the current set's size (or 0): reset by every adoption
     bool uncommitted_ = false;
+    entry failed_{};  // the partition whose pull failed in the last scan (when failed_pull_)
+    bool failed_pull_ = false;
     bool reporting_ = false;      // set before the consumer is shared
     std::string failure_detail_;  // the message of the last failure, for try_consume's exception
 };

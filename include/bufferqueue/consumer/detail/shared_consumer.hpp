@@ -116,20 +116,12 @@ public:
         if (reader_.auto_commit()) {
             return errc::auto_commit_enabled;
         }
-        if (!busy_.try_begin()) {
-            return busy_error();
-        }
-        boost::system::error_code result;
-        if (is_closed()) {
-            result = errc::closed;
-        } else {
-            result = reader_.commit();
-            if (result != errc::nothing_to_commit) {
-                record_outcome(result);
-            }
-        }
-        end_operation(false);
-        return result;
+        return run_operation([this] { return reader_.commit(); }, errc::nothing_to_commit);
+    }
+
+    boost::system::error_code skip(skipped_record& skipped) override
+    {
+        return run_operation([&] { return reader_.skip(skipped); }, errc::nothing_to_skip);
     }
 
     void close() noexcept override
@@ -325,6 +317,25 @@ private:
         } else {
             completion->complete(error, std::move(delivered));
         }
+    }
+
+    // Runs `operation()` (returning its code) as this consumer's operation; `errc::closed` once
+    // closed. Every outcome but `unrecorded` becomes `last_error`.
+    template <class Operation>
+    boost::system::error_code run_operation(Operation operation, errc unrecorded)
+    {
+        if (!busy_.try_begin()) {
+            return busy_error();
+        }
+        boost::system::error_code result = errc::closed;
+        if (!is_closed()) {
+            result = operation();
+            if (result != unrecorded) {
+                record_outcome(result);
+            }
+        }
+        end_operation(false);
+        return result;
     }
 
     // Records how the operation ended for `last_error`; with the operation still owned (busy_).

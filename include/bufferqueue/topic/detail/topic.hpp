@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/stats.hpp"
 #include "bufferqueue/topic/detail/storage_runner.hpp"
 
@@ -110,6 +111,8 @@ public:
     /// Suspends the started consume until data arrives or the consumer closes.
     virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) = 0;
     virtual boost::system::error_code commit() = 0;
+    /// Commits past the record the last consume failed on, filling `skipped` (see `pull_consumer::skip`).
+    virtual boost::system::error_code skip(skipped_record& skipped) = 0;
     virtual void close() noexcept = 0;
     /// Aborts the consume in progress, if any; see `pull_consumer::cancel`.
     virtual void cancel() noexcept = 0;

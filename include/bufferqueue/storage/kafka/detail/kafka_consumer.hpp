@@ -147,6 +147,7 @@ public:
         inner_->wait(std::move(completion));
     }
     boost::system::error_code commit() override { return inner_->commit(); }
+    boost::system::error_code skip(skipped_record& skipped) override { return inner_->skip(skipped); }
     /// Closes the consumer, then leaves the Kafka group (blocks for the leave-group round trip).
     void close() noexcept override
     {

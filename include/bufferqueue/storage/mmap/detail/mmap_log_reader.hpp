@@ -35,6 +35,9 @@ struct mmap_group_progress {
     // Where the last pull ended, in offset and items: what a commit of that batch stores without
     // counting records again. Used only by the cursor's one consumer (pull, then commit).
     std::optional<log_position> pulled_end;
+    // The record the last pull could not decode (its frame was valid), while the group stands at
+    // it: what `pull_consumer::skip` commits past. Used only by the cursor's one consumer.
+    std::optional<unreadable_record> undecodable;
 };
 
 /// A consumer group's cursor; its batch is decoded into `decoded`. Owned by the partition.
@@ -64,6 +67,7 @@ public:
     {
         const auto lock = segments_.share();
         reader.decoded.clear();
+        reader.undecodable.reset();
         std::uint64_t position = reader.committed.load(std::memory_order_relaxed);
         if (segments_.closed()) {
             return {{}, position};
@@ -96,6 +100,10 @@ public:
                 if (!reader.decoded.empty()) {
                     break;
                 }
+                // The frame is valid, so its end is known: `skip` may commit past it (one item).
+                const std::uint64_t next = normalize_offset(bytes, at.segment_index, record->next_position, end);
+                reader.undecodable = unreadable_record{position, next};
+                reader.pulled_end = log_position{next, start_items + 1};
                 throw error(errc::corrupt_data, files_.description + ": cannot decode the record at offset " +
                                                     std::to_string(position) + " of " + segment.path + ": " +
                                                     failure.what());

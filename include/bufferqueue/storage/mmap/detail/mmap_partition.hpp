@@ -109,6 +109,16 @@ public:
 
     pull_result<T> pull(cursor& reader, std::size_t max_items) { return reader_.pull(reader, max_items); }
 
+    /// The record the cursor's last pull could not decode, while the group stands at it
+    /// (`skipping_partition`); a record whose frame failed its checksum has no known end: nothing.
+    std::optional<unreadable_record> unreadable(const cursor& reader) const noexcept
+    {
+        if (reader.undecodable && reader.undecodable->offset == reader.committed.load(std::memory_order_relaxed)) {
+            return reader.undecodable;
+        }
+        return std::nullopt;
+    }
+
     std::uint64_t commit(cursor& reader, std::uint64_t next_offset)
     {
         // A commit is a flush boundary: the group's checkpoint never points past flushed data, and
@@ -195,6 +205,7 @@ private:
 };
 
 static_assert(storage_partition<mmap_partition<std::string>, std::string>);
+static_assert(skipping_partition<mmap_partition<std::string>>);
 
 }  // namespace bufferqueue::detail
 

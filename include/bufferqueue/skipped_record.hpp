@@ -1,0 +1,18 @@
+// bufferqueue: what `pull_consumer::skip()` stepped past.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+namespace bufferqueue {
+
+/// The record a `pull_consumer::skip()` committed past: the partition, the record's offset and the
+/// offset after it, in the partition's own log positions (bytes for mmap topics, as in their error
+/// messages and `bufferqueue-inspect`). A plain value.
+struct skipped_record {
+    std::size_t partition = 0;
+    std::uint64_t offset = 0;
+    std::uint64_t next_offset = 0;
+};
+
+}  // namespace bufferqueue
