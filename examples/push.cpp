@@ -1,6 +1,8 @@
 // Push consumers: the queue runs consumer loops on its executor and hands every batch to a handler.
 // A singleton auto-commit consumer type, a per-batch manual-commit consumer type built by a factory,
-// and a callable. The region between the [readme:push] markers is the README's push example.
+// a callable, and a manual-commit callable that gives up on what it cannot handle after retries and
+// sends it to a dead-letter topic. The region between the [readme:push] markers is the README's push
+// example.
 #include <bufferqueue/bufferqueue.hpp>
 
 #include <boost/asio/co_spawn.hpp>
@@ -8,11 +10,13 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <mutex>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -99,6 +103,38 @@ int main(int argc, char** argv)
     bq::buffer_queue queue{io.get_executor()};
     queue.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo", .partitions = 2});
     queue.add_topic(bq::memory_topic_options<bar>{.name = "topic-bar", .partitions = 4});
+    // [dead-letter]
+    // What a manual-commit consumer gives up on goes to a topic of bq::dead_letter<bar>: the item,
+    // where it came from, how often it failed and why. The batch is committed only once its dead
+    // letters are acknowledged, so every bar is refunded or dead-lettered, never neither.
+    queue.add_topic(bq::memory_topic_options<bq::dead_letter<bar>>{.name = "topic-bar.dead"});
+    int refunded = 0;
+    queue.add_push_consumer({.topic = "topic-bar",
+                             .group = "group-bar-refunds",
+                             .batch_size = 1,
+                             .max_attempts = 3,
+                             .retry_backoff = {.initial = std::chrono::milliseconds(1)},
+                             .dead_letter_topic = "topic-bar.dead"},
+                            [&](bq::batch<bar> items, bq::committer& committer) -> asio::awaitable<void> {
+                                if (items.front().id % 250 == 0) {
+                                    throw std::runtime_error("refund rejected by the bank");
+                                }
+                                co_await committer.commit();
+                                refunded += static_cast<int>(items.size());
+                            });
+    // An operator's view of the dead letters (any consumer works: here a push consumer).
+    std::vector<int> dead_ids;
+    queue.add_push_consumer(
+        {.topic = "topic-bar.dead", .group = "operators"},
+        [&](bq::batch<bq::dead_letter<bar>> letters) -> asio::awaitable<void> {
+            for (const bq::dead_letter<bar>& letter : letters) {
+                std::printf("push: dead letter: bar %d from %s partition %zu after %zu attempts: %s\n", letter.item->id,
+                            letter.topic.c_str(), letter.partition, letter.attempts, letter.error.c_str());
+                dead_ids.push_back(letter.item->id);
+            }
+            co_return;
+        });
+    // [dead-letter-end]
 
     // A callable (item type deduced from its parameter) with the same lifetime and commit rules.
     int callable_items = 0;
@@ -143,7 +179,8 @@ int main(int argc, char** argv)
             for (int waited = 0; waited < 10'000; ++waited) {
                 {
                     std::lock_guard lock(seen.mutex);
-                    if (seen.foos == count && seen.bars == count && callable_items == count) {
+                    if (seen.foos == count && seen.bars == count && callable_items == count &&
+                        refunded + static_cast<int>(dead_ids.size()) == count) {
                         break;
                     }
                 }
@@ -160,8 +197,11 @@ int main(int argc, char** argv)
     std::printf("push: bar_consumer (per batch, manual commit) got %d bars in %d batches, amount %.1f\n", seen.bars,
                 seen.bar_batches, seen.amount);
     std::printf("push: callable got %d foos\n", callable_items);
-    const bool complete =
-        stopped && seen.foos == count && seen.bars == count && callable_items == count && seen.amount == count * 0.5;
+    std::printf("push: %d bars refunded, %zu dead-lettered\n", refunded, dead_ids.size());
+    std::sort(dead_ids.begin(), dead_ids.end());
+    const bool complete = stopped && seen.foos == count && seen.bars == count && callable_items == count &&
+                          seen.amount == count * 0.5 && refunded == count - 4 &&
+                          dead_ids == std::vector<int>{0, 250, 500, 750};
     std::printf("push: %s\n", complete ? "done" : "FAILED");
     return complete ? 0 : 1;
 }

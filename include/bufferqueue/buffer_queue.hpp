@@ -3,6 +3,8 @@
 
 #include "bufferqueue/detail/config.hpp"
 
+#include "bufferqueue/dead_letter.hpp"
+
 #include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
@@ -20,6 +22,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -202,9 +205,10 @@ public:
         detail::push_invoker<item> invoker = detail::make_push_invoker<item>(
             subscription.lifetime, detail::callable_handler_source<item, Handler>{std::move(handler)});
         std::vector<detail::pending_push> pending;
-        pending.push_back(
-            detail::make_push_loops<item>(find<item>(subscription.topic), subscription, std::move(invoker),
-                                          std::is_invocable_v<Handler&, batch<item>, committer&>, executor_));
+        pending.push_back(detail::make_push_loops<item>(find<item>(subscription.topic), subscription,
+                                                        std::move(invoker),
+                                                        std::is_invocable_v<Handler&, batch<item>, committer&>,
+                                                        executor_, dead_letter_producer<item>(subscription)));
         detail::register_push(*push_, pending);
     }
 
@@ -302,7 +306,8 @@ private:
                     (pending.push_back(detail::make_push_loops<detail::push_item<Consumers>>(
                          find<detail::push_item<Consumers>>(push_subscription(Consumers::subscription).topic),
                          Consumers::subscription, std::move(invoker),
-                         manual_commit_push_handler<Consumers, detail::push_item<Consumers>>, executor_)),
+                         manual_commit_push_handler<Consumers, detail::push_item<Consumers>>, executor_,
+                         dead_letter_producer<detail::push_item<Consumers>>(Consumers::subscription))),
                      ...);
                 },
                 invokers);
@@ -311,6 +316,24 @@ private:
             throw;
         }
         detail::register_push(*push_, pending);
+    }
+
+    // The producer of the subscription's dead-letter topic, if it names one; throws naming the
+    // option when no topic of `dead_letter<T>` has that name.
+    template <class T>
+    std::optional<bufferqueue::producer<dead_letter<T>>>
+    dead_letter_producer(const push_subscription& subscription) const
+    {
+        if (subscription.dead_letter_topic.empty()) {
+            return std::nullopt;
+        }
+        try {
+            return bufferqueue::producer<dead_letter<T>>(find<dead_letter<T>>(subscription.dead_letter_topic));
+        } catch (const error& failure) {
+            throw error(static_cast<errc>(failure.code().value()), "topic '" + std::string(subscription.topic) +
+                                                                       "' group '" + std::string(subscription.group) +
+                                                                       "': 'dead_letter_topic': " + failure.what());
+        }
     }
 
     template <class T>

@@ -7,6 +7,7 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/partition_key.hpp"

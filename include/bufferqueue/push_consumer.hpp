@@ -45,6 +45,11 @@ struct push_subscription {
     std::size_t max_attempts = 0;
     /// Manual commit only: the delays between those deliveries (a timer on the queue's executor).
     bufferqueue::retry_backoff retry_backoff{};
+    /// Manual commit with `max_attempts` > 0: a topic of `bufferqueue::dead_letter<T>` in the same
+    /// queue. A batch that failed `max_attempts` times goes there, one dead letter per item, and is
+    /// committed only once that produce is acknowledged; the loop then goes on with the next batch.
+    /// Empty (the default): the loop stops on such a batch instead. See docs/push-consumers.md.
+    std::string_view dead_letter_topic{};
 };
 
 namespace detail {

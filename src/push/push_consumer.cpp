@@ -1,6 +1,6 @@
 #include "bufferqueue/push_consumer.hpp"
 
-#include "bufferqueue/push/detail/push_loop.hpp"
+#include "bufferqueue/push/detail/push_registry.hpp"
 
 #include <cstdio>
 #include <string_view>

@@ -1,5 +1,7 @@
 #include "bufferqueue/serialization/serializer.hpp"
 
+#include "bufferqueue/dead_letter.hpp"
+
 #include "catch.hpp"
 #include "test_support.hpp"
 
@@ -145,6 +147,32 @@ TEST_CASE("serializer: malformed or mismatched json is corrupt_data", "[serializ
         CHECK(failure->code() == errc::corrupt_data);
         CHECK(missing_from(failure->what(), {"json_serializer", std::to_string(text.size()) + "-byte"}) == "");
     }
+}
+
+TEST_CASE("serializer: json round-trips dead letters, with and without an item, payload and offset",
+          "[serializer][json][dead_letter]")
+{
+    const json_serializer<bufferqueue::dead_letter<int>> serializer;
+    const std::vector<bufferqueue::dead_letter<int>> letters{
+        {.item = 42, .topic = "orders", .partition = 3, .attempts = 5, .error = "handler \"failed\""},
+        {.item = std::nullopt,
+         .payload = {std::byte{0}, std::byte{0xFF}, std::byte{'x'}},
+         .topic = "orders",
+         .partition = 0,
+         .offset = 4096,
+         .attempts = 1,
+         .error = "cannot decode"}};
+    for (const auto& letter : letters) {
+        std::vector<std::byte> stored;
+        serializer.serialize(letter, stored);
+        CHECK(serializer.deserialize(stored) == letter);
+    }
+    // A field missing is corrupt data, not a default.
+    const auto failure = error_from([&] {
+        serializer.deserialize(bytes_of(R"({"item":1,"payload":[],"topic":"t","partition":0,"offset":null})"));
+    });
+    REQUIRE(failure);
+    CHECK(failure->code() == errc::corrupt_data);
 }
 
 TEST_CASE("serializer: json rejects a string that is not UTF-8 with invalid_argument", "[serializer][json]")

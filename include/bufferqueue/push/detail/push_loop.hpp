@@ -1,19 +1,23 @@
-// Internal: the push loops behind push consumers and the state they share with the registry.
+// Internal: the push loop behind each push consumer: pull, await the handler, retry, dead-letter.
 #pragma once
 
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push/detail/push_registry.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/retry_backoff.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
@@ -26,71 +30,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace bufferqueue::detail {
-
-class push_registry;
-
-/// One push loop, whatever its item type.
-class push_loop_base {
-public:
-    push_loop_base(const push_loop_base&) = delete;
-    push_loop_base& operator=(const push_loop_base&) = delete;
-    virtual ~push_loop_base() = default;
-
-    /// Spawns the loop on `executor`; it reports its end to `registry`.
-    virtual void spawn(const boost::asio::any_io_executor& executor, std::shared_ptr<push_registry> registry) = 0;
-    /// Stops pulling: aborts a waiting pull; a running handler finishes first. Thread-safe.
-    virtual void request_stop() noexcept = 0;
-    /// Ends a retry backoff wait now (the queue closes). Thread-safe; runs no handler inline.
-    virtual void cancel_backoff() noexcept = 0;
-
-protected:
-    push_loop_base() = default;
-};
-
-/// The push consumers of one queue: their loops, start/stop state and the error sink. Shared by the
-/// registry and every running loop, so loops never reference the `buffer_queue`. Thread-safe.
-class push_registry : public std::enable_shared_from_this<push_registry> {
-public:
-    /// Adds loops of one subscription, all or none. Throws `errc::invalid_argument` after `start()`,
-    /// `errc::closed` after `stop()` or `close()`.
-    void add(std::vector<std::shared_ptr<push_loop_base>> loops, const std::string& topic, const std::string& group);
-    /// Throws like `add` when nothing may be added now.
-    void require_registering(const std::string& topic, const std::string& group) const;
-    /// Spawns every loop; idempotent while started. Throws `errc::closed` after `stop()`/`close()`.
-    void start(const boost::asio::any_io_executor& executor);
-    /// Ends pulling; completes `completion` once every loop has ended.
-    void stop(std::unique_ptr<pending_completion<>> completion);
-    /// The queue closes: no more starts; loops end on their own as their pulls fail.
-    void close() noexcept;
-    /// Called by each loop as its last action.
-    void loop_ended() noexcept;
-    /// True once the queue closed (or is being destroyed): loops must not pull again, since a
-    /// persistent topic's pull would go to the queue's I/O threads.
-    bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-
-    void set_error_sink(push_error_sink sink);
-    /// Reports the exception being handled (call inside a catch block). Never throws.
-    void report(const std::string& topic, const std::string& group) noexcept;
-    /// Reports `exception` with `message` (a given-up batch). Never throws.
-    void report(const std::string& topic, const std::string& group, const std::exception_ptr& exception,
-                const std::string& message) noexcept;
-
-private:
-    enum class phase { registering, started, stopped };
-
-    mutable std::mutex mutex_;  // registration, start and stop only, never per batch
-    phase phase_ = phase::registering;
-    std::vector<std::shared_ptr<push_loop_base>> loops_;
-    std::size_t running_ = 0;
-    std::vector<std::unique_ptr<pending_completion<>>> stop_waiters_;
-    std::shared_ptr<const push_error_sink> sink_;  // null: the default sink
-    std::atomic<bool> closed_{false};
-};
 
 /// Calls a subscription's handler on one batch (a per-batch instance lives as long as that call):
 /// the erased face of every kind of handler. The committer pointer is null under auto commit.
@@ -104,11 +50,13 @@ class push_loop final : public push_loop_base,
                         private commit_target,
                         public std::enable_shared_from_this<push_loop<T>> {
 public:
+    /// `dead_letters`: where a given-up batch goes (manual commit, `max_attempts` > 0), or nothing.
     push_loop(pull_consumer<T> consumer, push_invoker<T> invoker, bool manual_commit,
-              boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff)
+              boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff,
+              std::optional<producer<dead_letter<T>>> dead_letters)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
           invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
-          max_attempts_(max_attempts), backoff_(backoff)
+          max_attempts_(max_attempts), backoff_(backoff), dead_letters_(std::move(dead_letters))
     {
     }
 
@@ -230,6 +178,11 @@ private:
                 }
                 ++failed_attempts;
                 if (loop.max_attempts_ != 0 && failed_attempts >= loop.max_attempts_) {
+                    if (loop.dead_letters_) {
+                        // Committed only once its dead letters are acknowledged: never neither.
+                        end_loop = !co_await loop.send_to_dead_letters(delivered, failed_attempts, failure, *registry);
+                        break;
+                    }
                     registry->report(loop.topic_, loop.group_, failure,
                                      loop.give_up_message(delivered, failed_attempts, failure));
                     end_loop = true;  // the batch stays uncommitted: never skipped, never lost
@@ -280,6 +233,72 @@ private:
         co_return !stop_requested_ && !registry.is_closed();
     }
 
+    // Produces one dead letter per item of the given-up batch and, once that produce is
+    // acknowledged, commits the batch; true when the loop goes on with the next batch. A failed
+    // produce is reported and tried again after the backoff, the batch uncommitted meanwhile (so a
+    // stop or crash leaves it for the next run: delivered again, never lost); false when the loop
+    // was stopped meanwhile, or when the commit failed (the batch is then dead-lettered again by
+    // the next run: a duplicate in the dead-letter topic, never a loss).
+    boost::asio::awaitable<bool> send_to_dead_letters(const batch<T>& delivered, std::size_t attempts,
+                                                      const std::exception_ptr& failure, push_registry& registry)
+    {
+        const std::string last = message_of(failure);
+        std::vector<dead_letter<T>> letters;
+        letters.reserve(delivered.size());
+        for (std::size_t index = 0; index < delivered.size(); ++index) {
+            letters.push_back({.item = delivered[index],
+                               .payload = {},
+                               .topic = topic_,
+                               .partition = delivered.partition(),
+                               .offset = std::nullopt,
+                               .attempts = attempts,
+                               .error = last});
+        }
+        const std::string where = "topic '" + topic_ + "' group '" + group_ + "' partition " +
+                                  std::to_string(delivered.partition()) + ": a batch of " +
+                                  std::to_string(delivered.size()) + " items failed " + std::to_string(attempts) +
+                                  " times (max_attempts)";
+        for (std::size_t tries = 1;; ++tries) {
+            boost::system::error_code produced;
+            co_await dead_letters_->produce(std::span<const dead_letter<T>>(letters),
+                                            boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+            if (!produced) {
+                break;
+            }
+            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(produced)),
+                            where + "; producing its dead letters failed (" + produced.message() +
+                                "), tried again after the backoff; the batch stays uncommitted");
+            if (!co_await back_off(tries, registry)) {
+                co_return false;
+            }
+        }
+        boost::system::error_code committed;
+        co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
+        if (committed) {
+            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(committed)),
+                            where + "; it was dead-lettered, but committing it failed (" + committed.message() +
+                                "): this push loop stopped, and the next run delivers it again");
+            co_return false;
+        }
+        registry.report(topic_, group_, failure,
+                        where + "; sent to the dead-letter topic and committed; last error: " + last);
+        co_return true;
+    }
+
+    // The message of `failure`; empty when out of memory.
+    static std::string message_of(const std::exception_ptr& failure) noexcept
+    {
+        try {
+            try {
+                std::rethrow_exception(failure);
+            } catch (...) {
+                return exception_message();
+            }
+        } catch (...) {
+            return {};
+        }
+    }
+
     // What the error sink receives once when a batch is given up; empty when out of memory.
     std::string give_up_message(const batch<T>& delivered, std::size_t failed_attempts,
                                 const std::exception_ptr& failure) const noexcept
@@ -326,6 +345,7 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
+    std::optional<producer<dead_letter<T>>> dead_letters_;  // used by the loop's coroutine only
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;
 
@@ -335,63 +355,5 @@ private:
     // The timer of a backoff wait in progress, cancelled by request_stop; guarded by mutex_.
     boost::asio::steady_timer* backoff_timer_ = nullptr;
 };
-
-/// Awaits `handler`'s `consume` member on `items`, with the committer under manual commit.
-template <class T, class Handler>
-boost::asio::awaitable<void> call_consume(Handler& handler, batch<T> items, committer* commit)
-{
-    if constexpr (manual_commit_push_handler<Handler, T>) {
-        co_await handler.consume(items, *commit);
-    } else {
-        co_await handler.consume(items);
-    }
-}
-
-/// Awaits the callable `handler` on `items`, with the committer under manual commit.
-template <class T, class Handler>
-boost::asio::awaitable<void> call_callable(Handler& handler, batch<T> items, committer* commit)
-{
-    if constexpr (std::is_invocable_v<Handler&, batch<T>, committer&>) {
-        co_await handler(items, *commit);
-    } else {
-        co_await handler(items);
-    }
-}
-
-/// A consumer instance from `factory`, which returns the consumer by value, `std::unique_ptr` or
-/// `std::shared_ptr`.
-template <class Consumer, class Factory>
-std::shared_ptr<Consumer> make_consumer_instance(Factory& factory)
-{
-    using made = std::invoke_result_t<Factory&>;
-    if constexpr (std::is_convertible_v<made, std::shared_ptr<Consumer>>) {
-        std::shared_ptr<Consumer> instance = factory();
-        if (!instance) {
-            throw error(errc::invalid_argument, "push consumer factory returned a null pointer");
-        }
-        return instance;
-    } else {
-        static_assert(std::is_convertible_v<made, Consumer>,
-                      "a push consumer factory must return the consumer, a std::unique_ptr or a std::shared_ptr to it");
-        return std::make_shared<Consumer>(factory());
-    }
-}
-
-/// Per-batch instances: one made for this call, destroyed when it finishes or throws.
-template <class T, class Consumer, class Factory>
-boost::asio::awaitable<void> call_fresh_consumer(std::shared_ptr<Factory> factory, batch<T> items, committer* commit)
-{
-    const std::shared_ptr<Consumer> instance = make_consumer_instance<Consumer>(*factory);
-    co_await call_consume<T>(*instance, items, commit);
-}
-
-/// Per-batch callables: a copy made for this call.
-template <class T, class Handler>
-boost::asio::awaitable<void> call_fresh_callable(std::shared_ptr<const Handler> prototype, batch<T> items,
-                                                 committer* commit)
-{
-    Handler handler = *prototype;
-    co_await call_callable<T>(handler, items, commit);
-}
 
 }  // namespace bufferqueue::detail

@@ -5,15 +5,19 @@
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push/detail/push_handler_calls.hpp"
 #include "bufferqueue/push/detail/push_loop.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -143,8 +147,21 @@ struct pending_push {
 /// failure a group this call created is removed again.
 template <class T>
 pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_subscription& subscription,
-                             push_invoker<T> invoker, bool manual_commit, const boost::asio::any_io_executor& executor)
+                             push_invoker<T> invoker, bool manual_commit, const boost::asio::any_io_executor& executor,
+                             std::optional<producer<dead_letter<T>>> dead_letters)
 {
+    if (dead_letters) {
+        const std::string where =
+            "topic '" + std::string(subscription.topic) + "' group '" + std::string(subscription.group) + "': ";
+        if (!manual_commit) {
+            throw error(errc::invalid_argument, where + "'dead_letter_topic' needs a manual-commit handler (under "
+                                                        "auto commit a batch is committed before its handler runs)");
+        }
+        if (subscription.max_attempts == 0) {
+            throw error(errc::invalid_argument, where + "'dead_letter_topic' needs 'max_attempts' above 0 (0 "
+                                                        "retries a failing batch forever)");
+        }
+    }
     const pull_consumer_options options{.topic = std::string(subscription.topic),
                                         .group = std::string(subscription.group),
                                         .auto_commit = !manual_commit,
@@ -161,7 +178,8 @@ pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_
     try {
         for (pull_consumer<T>& consumer : consumers) {
             made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumer), invoker, manual_commit, executor,
-                                                                subscription.max_attempts, subscription.retry_backoff));
+                                                                subscription.max_attempts, subscription.retry_backoff,
+                                                                dead_letters));
         }
     } catch (...) {
         made.loops.clear();

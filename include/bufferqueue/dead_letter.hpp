@@ -1,0 +1,79 @@
+// bufferqueue: the item type of dead-letter topics - what a push consumer gave up on, with where it
+// came from and why.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace bufferqueue {
+
+/// One record a consumer gave up on. A push subscription with `dead_letter_topic` produces one per
+/// item of a batch whose handler failed `max_attempts` times, before it commits that batch (see
+/// docs/push-consumers.md). Designed for both ways a record fails:
+/// - the handler threw on it: `item` holds it and `payload` is empty;
+/// - it did not decode: `item` is empty and `payload` holds its stored bytes (so a fixed serializer
+///   can still read it).
+/// A plain value: copyable, movable, no invariants. `to_json` / `from_json` below let the default
+/// JSON serializer of mmap topics store it when `T` is JSON-convertible.
+template <class T>
+struct dead_letter {
+    /// The item the handler failed on; empty for a record that did not decode.
+    std::optional<T> item{};
+    /// The record's stored bytes when it did not decode; empty otherwise.
+    std::vector<std::byte> payload{};
+    /// The topic, partition and, where the backend reports per-record offsets, the record's offset.
+    std::string topic{};
+    std::size_t partition = 0;
+    std::optional<std::uint64_t> offset{};
+    /// Deliveries that failed before the consumer gave up.
+    std::size_t attempts = 0;
+    /// The last failure's message.
+    std::string error{};
+
+    friend bool operator==(const dead_letter&, const dead_letter&) = default;
+};
+
+/// JSON form: {"item": T or null, "payload": [bytes], "topic", "partition", "offset": n or null,
+/// "attempts", "error"}. Throws what nlohmann::json throws for a `T` it cannot convert.
+template <class T>
+void to_json(nlohmann::json& json, const dead_letter<T>& letter)
+{
+    json = nlohmann::json::object();
+    json["item"] = letter.item ? nlohmann::json(*letter.item) : nlohmann::json(nullptr);
+    nlohmann::json bytes = nlohmann::json::array();
+    for (const std::byte each : letter.payload) {
+        bytes.push_back(static_cast<unsigned>(each));
+    }
+    json["payload"] = std::move(bytes);
+    json["topic"] = letter.topic;
+    json["partition"] = letter.partition;
+    json["offset"] = letter.offset ? nlohmann::json(*letter.offset) : nlohmann::json(nullptr);
+    json["attempts"] = letter.attempts;
+    json["error"] = letter.error;
+}
+
+/// Reads the JSON form above. Throws `nlohmann::json::exception` on a missing or mistyped field
+/// (the JSON serializer reports it as `errc::corrupt_data`).
+template <class T>
+void from_json(const nlohmann::json& json, dead_letter<T>& letter)
+{
+    const nlohmann::json& item = json.at("item");
+    letter.item = item.is_null() ? std::nullopt : std::optional<T>(item.get<T>());
+    letter.payload.clear();
+    for (const nlohmann::json& each : json.at("payload")) {
+        letter.payload.push_back(static_cast<std::byte>(each.get<std::uint8_t>()));
+    }
+    letter.topic = json.at("topic").get<std::string>();
+    letter.partition = json.at("partition").get<std::size_t>();
+    const nlohmann::json& offset = json.at("offset");
+    letter.offset = offset.is_null() ? std::nullopt : std::optional<std::uint64_t>(offset.get<std::uint64_t>());
+    letter.attempts = json.at("attempts").get<std::size_t>();
+    letter.error = json.at("error").get<std::string>();
+}
+
+}  // namespace bufferqueue
