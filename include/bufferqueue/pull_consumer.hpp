@@ -117,6 +117,24 @@ public:
             initiate_skip{}, token, require_state());
     }
 
+    /// The record `skip()` would step past now - partition, offsets and a copy of its stored bytes -
+    /// without committing anything: nothing when `skip()` would fail with `errc::nothing_to_skip`
+    /// or `errc::partition_revoked`. Lets a caller keep the bytes (a dead-letter topic, a file)
+    /// before skipping. Never waits; allocates the copy. Throws `bufferqueue::error`
+    /// `errc::closed`, `errc::operation_in_progress`.
+    std::optional<skipped_record> unreadable_record()
+    {
+        skipped_record record;
+        const boost::system::error_code result = require_state()->unreadable(record);
+        if (result == errc::nothing_to_skip || result == errc::partition_revoked) {
+            return std::nullopt;
+        }
+        if (result) {
+            throw error(static_cast<errc>(result.value()), describe() + ": " + result.message());
+        }
+        return record;
+    }
+
     /// Cancels without closing: a `consume()` waiting for data completes with
     /// `boost::asio::error::operation_aborted` (posted to its handler's executor, never run inside
     /// this call) without having pulled anything, so nothing is skipped or delivered twice. A

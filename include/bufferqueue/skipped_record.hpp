@@ -3,16 +3,19 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 namespace bufferqueue {
 
-/// The record a `pull_consumer::skip()` committed past: the partition, the record's offset and the
-/// offset after it, in the partition's own log positions (bytes for mmap topics, as in their error
-/// messages and `bufferqueue-inspect`). A plain value.
+/// The record a `pull_consumer::skip()` committed past (or `unreadable_record()` describes): the
+/// partition, the record's offset and the offset after it, in the partition's own log positions
+/// (bytes for mmap topics, as in their error messages and `bufferqueue-inspect`), and a copy of its
+/// stored bytes. A plain value.
 struct skipped_record {
     std::size_t partition = 0;
     std::uint64_t offset = 0;
     std::uint64_t next_offset = 0;
+    std::vector<std::byte> payload{};
 };
 
 }  // namespace bufferqueue

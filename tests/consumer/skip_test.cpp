@@ -119,11 +119,20 @@ TEST_CASE("skip: a consumer steps past a record that does not decode and receive
         CHECK(consume_error(consumer) == bq::errc::corrupt_data);
         CHECK(consumer.lag() == 3);
 
+        // unreadable_record() describes it without committing anything.
+        const std::optional<bq::skipped_record> described = consumer.unreadable_record();
+        REQUIRE(described);
+        CHECK(std::string(reinterpret_cast<const char*>(described->payload.data()), described->payload.size()) ==
+              "poison");
+        CHECK(consumer.lag() == 3);
+
         const skip_outcome outcome = skip_now(consumer, io);
         REQUIRE_FALSE(outcome.error);
         CHECK(outcome.skipped.partition == 0);
         CHECK(outcome.skipped.offset > 0);  // after the record "first"
         CHECK(outcome.skipped.next_offset > outcome.skipped.offset);
+        CHECK(outcome.skipped.offset == described->offset);
+        CHECK(outcome.skipped.payload == described->payload);
         CHECK(consumer.lag() == 2);  // the skipped record counts as committed
         // Skipping again has nothing to step past: the failure was consumed.
         CHECK(skip_now(consumer, io).error == bq::errc::nothing_to_skip);
@@ -150,6 +159,7 @@ TEST_CASE("skip: nothing to skip after a consume that succeeded, on memory topic
         CHECK(skip_now(consumer, io).error == bq::errc::nothing_to_skip);
         CHECK(values(consumer.try_consume()) == std::vector<std::string>{"fine"});
         CHECK(skip_now(consumer, io).error == bq::errc::nothing_to_skip);
+        CHECK_FALSE(consumer.unreadable_record());
         CHECK(values(consumer.try_consume()) == std::vector<std::string>{"fine"});  // nothing was committed
     }
     SECTION("a memory topic stores no encoded records")

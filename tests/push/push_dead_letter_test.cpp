@@ -235,6 +235,72 @@ TEST_CASE("push dead letters: invalid dead-letter settings are refused, naming t
     CHECK(has_group());
 }
 
+// Stores strings as bytes; the payload "poison" does not decode.
+struct poisoned_serializer {
+    void serialize(const std::string& item, std::vector<std::byte>& out) const
+    {
+        bq::test::string_bytes_serializer{}.serialize(item, out);
+    }
+
+    std::string deserialize(std::span<const std::byte> bytes) const
+    {
+        std::string item = bq::test::string_bytes_serializer{}.deserialize(bytes);
+        if (item == "poison") {
+            throw std::runtime_error("cannot deserialize poison");
+        }
+        return item;
+    }
+};
+
+TEST_CASE("push dead letters: a record that does not decode goes to the dead-letter topic with its stored bytes, "
+          "and the records after it are delivered",
+          "[push][dead_letter][mmap]")
+{
+    const bq::test::temporary_directory directory;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    sink_log errors;
+    queue.set_push_error_sink(errors.sink());
+    queue.add_topic(bq::mmap_topic_options<std::string>{.name = "events",
+                                                        .partitions = 1,
+                                                        .data_directory = directory.path(),
+                                                        .segment_size = 4096,
+                                                        .serializer = poisoned_serializer{}});
+    queue.add_topic(bq::memory_topic_options<bq::dead_letter<std::string>>{.name = "events.dead"});
+    auto reader = queue.create_pull_consumer<bq::dead_letter<std::string>>(
+        {.topic = "events.dead", .group = "ops", .auto_commit = true});
+    std::vector<std::string> handled;
+    queue.add_push_consumer({.topic = "events",
+                             .group = "work",
+                             .max_attempts = 1,
+                             .retry_backoff = quick,
+                             .dead_letter_topic = "events.dead"},
+                            [&](bq::batch<std::string> items, bq::committer& committer) -> asio::awaitable<void> {
+                                handled.insert(handled.end(), items.begin(), items.end());
+                                co_await committer.commit();
+                            });
+    queue.start();
+    REQUIRE(queue.producer<std::string>("events").try_produce(std::vector<std::string>{"first", "poison", "last"}));
+    std::vector<bq::dead_letter<std::string>> letters;
+    REQUIRE(run_until_then_stop(io, queue, [&] {
+        while (auto batch = reader.try_consume()) {
+            letters.insert(letters.end(), batch->begin(), batch->end());
+        }
+        return handled.size() == 2 && letters.size() == 1;
+    }));
+    CHECK(handled == std::vector<std::string>{"first", "last"});
+    const bq::dead_letter<std::string>& letter = letters.front();
+    CHECK_FALSE(letter.item);
+    CHECK(std::string(reinterpret_cast<const char*>(letter.payload.data()), letter.payload.size()) == "poison");
+    CHECK(letter.topic == "events");
+    CHECK(letter.partition == 0);
+    REQUIRE(letter.offset);
+    CHECK(*letter.offset > 0);  // after the record "first"
+    CHECK(letter.attempts == 1);
+    CHECK(missing_from(letter.error, {"cannot decode the record at offset", "cannot deserialize poison"}) == "");
+    CHECK(missing_from(errors.lines.back(), {"events|work|", "does not decode", "dead-letter topic", "skipped"}) == "");
+}
+
 // The property under a crash: a child process runs the push consumer (items whose batch holds a
 // multiple of 7 always fail and are dead-lettered, the others are recorded in a file and
 // committed) and is killed with SIGKILL at a random moment, three times; then this process runs it

@@ -212,10 +212,12 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
 // clang-format on
 
 /// A record a pull could not read (see `skipping_partition`): its position and the position just
-/// after it, in the partition's own offsets.
+/// after it, in the partition's own offsets, and its stored bytes (a view valid until the cursor's
+/// next pull; may be empty when the backend keeps none).
 struct unreadable_record {
     std::uint64_t offset = 0;
     std::uint64_t next_offset = 0;
+    std::span<const std::byte> payload{};
 };
 
 /// A partition that can step past a record it cannot read (`pull_consumer::skip`). Optional.

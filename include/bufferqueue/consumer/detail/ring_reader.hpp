@@ -114,11 +114,11 @@ public:
         return result;
     }
 
-    /// Commits past the record the last scan's failed pull stopped at (`pull_consumer::skip`):
-    /// `errc::nothing_to_skip` when the last scan did not fail on a record its storage can step
-    /// past, `errc::partition_revoked` when that partition was revoked since; else the commit's
-    /// result, with `skipped` filled on success.
-    boost::system::error_code skip(skipped_record& skipped)
+    /// The record the last scan's failed pull stopped at, as `skip` would step past it, without
+    /// committing: `errc::nothing_to_skip` when the last scan did not fail on a record its storage
+    /// can step past, `errc::partition_revoked` when that partition was revoked since. Allocates
+    /// the payload's copy.
+    boost::system::error_code unreadable(skipped_record& record)
     {
         failure_detail_.clear();
         if (!failed_pull_) {
@@ -129,17 +129,32 @@ public:
             failed_pull_ = false;
             return errc::partition_revoked;
         }
-        std::optional<unreadable_record> unreadable;
+        std::optional<unreadable_record> found;
         if constexpr (skipping_partition<Partition>) {
-            unreadable = failed_.storage->unreadable(*failed_.cursor);
+            found = failed_.storage->unreadable(*failed_.cursor);
         }
-        if (!unreadable) {
+        if (!found) {
             return errc::nothing_to_skip;
         }
-        const boost::system::error_code result = commit_position(failed_, unreadable->next_offset);
+        record.partition = failed_.partition;
+        record.offset = found->offset;
+        record.next_offset = found->next_offset;
+        record.payload.assign(found->payload.begin(), found->payload.end());
+        return {};
+    }
+
+    /// Commits past the record the last scan's failed pull stopped at (`pull_consumer::skip`),
+    /// filling `skipped` on success; the errors of `unreadable`, else the commit's result.
+    boost::system::error_code skip(skipped_record& skipped)
+    {
+        skipped_record found;
+        if (const boost::system::error_code missing = unreadable(found)) {
+            return missing;
+        }
+        const boost::system::error_code result = commit_position(failed_, found.next_offset);
         if (!result) {
             failed_pull_ = false;
-            skipped = {failed_.partition, unreadable->offset, unreadable->next_offset};
+            skipped = std::move(found);
         }
         return result;
     }

@@ -16,6 +16,7 @@
 #include <cstddef>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -27,17 +28,11 @@ namespace bufferqueue::detail {
 /// partition's signal; the first append to any of them resumes it on the handler's executor. One
 /// operation at a time; the handle serializes nothing else.
 ///
-/// Dynamic assignment (`reassign`, driven by the topic's `consumer_groups` for a group protocol):
-/// - a new set takes effect at the next scan: a consume in progress picks it up when it scans
-///   again, a parked consume is resumed at once and waits on the new set's partitions (it wakes on
-///   data of a newly assigned partition);
-/// - a scan that starts after `reassign` returned never pulls a revoked partition (a scan already
-///   running may still hand out the batch it pulled), so no later consume delivers its records;
-/// - a delivered, uncommitted batch of a revoked partition cannot be committed: `commit()` fails
-///   with `errc::partition_revoked`, nothing is committed, and the records stay for the partition's
-///   next owner (at-least-once). The batch's items stay valid until the next consume or close; the
-///   partition is handed to its next owner only after that (`consumer_membership`), so two
-///   consumers never use one cursor at once.
+/// Dynamic assignment (`reassign`, driven by the topic's `consumer_groups` for a group protocol; the
+/// rules in docs/consumer-model.md, "Partitions assigned and revoked"): a new set takes effect at
+/// the next scan (a parked consume is resumed to wait on it); no scan that starts after `reassign`
+/// returned pulls a revoked partition; a delivered batch of a revoked partition cannot be committed
+/// (`errc::partition_revoked`), and the partition is handed on only once the batch is released.
 /// While nobody reassigns, a scan pays one atomic load for this, and an operation's end another.
 template <class T, class Partition>
 class shared_consumer final : public consumer_base<T>,
@@ -122,6 +117,12 @@ public:
     boost::system::error_code skip(skipped_record& skipped) override
     {
         return run_operation([&] { return reader_.skip(skipped); }, errc::nothing_to_skip);
+    }
+
+    // A look, not an outcome: `last_error` keeps describing the failed consume.
+    boost::system::error_code unreadable(skipped_record& record) override
+    {
+        return run_operation([&] { return reader_.unreadable(record); }, std::nullopt);
     }
 
     void close() noexcept override
@@ -320,9 +321,9 @@ private:
     }
 
     // Runs `operation()` (returning its code) as this consumer's operation; `errc::closed` once
-    // closed. Every outcome but `unrecorded` becomes `last_error`.
+    // closed. Every outcome but `unrecorded` becomes `last_error` (none with `std::nullopt`).
     template <class Operation>
-    boost::system::error_code run_operation(Operation operation, errc unrecorded)
+    boost::system::error_code run_operation(Operation operation, std::optional<errc> unrecorded)
     {
         if (!busy_.try_begin()) {
             return busy_error();
@@ -330,7 +331,7 @@ private:
         boost::system::error_code result = errc::closed;
         if (!is_closed()) {
             result = operation();
-            if (result != unrecorded) {
+            if (unrecorded && result != *unrecorded) {
                 record_outcome(result);
             }
         }

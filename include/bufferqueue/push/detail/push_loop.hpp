@@ -10,6 +10,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push/detail/dead_letter_sender.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/retry_backoff.hpp"
@@ -56,8 +57,11 @@ public:
               std::optional<producer<dead_letter<T>>> dead_letters)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
           invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
-          max_attempts_(max_attempts), backoff_(backoff), dead_letters_(std::move(dead_letters))
+          max_attempts_(max_attempts), backoff_(backoff)
     {
+        if (dead_letters) {
+            dead_letters_.emplace(std::move(*dead_letters), topic_, group_);
+        }
     }
 
     void spawn(const boost::asio::any_io_executor& executor, std::shared_ptr<push_registry> registry) override
@@ -124,6 +128,7 @@ private:
             }
             batch<T> delivered;
             bool failed = false;
+            bool undecodable = false;
             try {
                 delivered = co_await loop.consumer_.consume();
             } catch (const boost::system::system_error& failure) {
@@ -132,6 +137,10 @@ private:
                 }
                 registry->report(loop.topic_, loop.group_);
                 failed = true;
+                undecodable = failure.code() == errc::corrupt_data;
+            }
+            if (failed && undecodable && loop.dead_letters_ && co_await loop.route_undecodable(*registry)) {
+                continue;  // dead-lettered and skipped: the records after it come next
             }
             if (failed) {
                 // A pull that failed for another reason (a persistent topic's I/O error) is retried
@@ -234,43 +243,20 @@ private:
     }
 
     // Produces one dead letter per item of the given-up batch and, once that produce is
-    // acknowledged, commits the batch; true when the loop goes on with the next batch. A failed
-    // produce is reported and tried again after the backoff, the batch uncommitted meanwhile (so a
-    // stop or crash leaves it for the next run: delivered again, never lost); false when the loop
-    // was stopped meanwhile, or when the commit failed (the batch is then dead-lettered again by
-    // the next run: a duplicate in the dead-letter topic, never a loss).
+    // acknowledged, commits the batch; true when the loop goes on with the next batch; false when
+    // the loop was stopped meanwhile or the commit failed (see `dead_letter_sender`).
     boost::asio::awaitable<bool> send_to_dead_letters(const batch<T>& delivered, std::size_t attempts,
                                                       const std::exception_ptr& failure, push_registry& registry)
     {
-        const std::string last = message_of(failure);
-        std::vector<dead_letter<T>> letters;
-        letters.reserve(delivered.size());
-        for (std::size_t index = 0; index < delivered.size(); ++index) {
-            letters.push_back({.item = delivered[index],
-                               .payload = {},
-                               .topic = topic_,
-                               .partition = delivered.partition(),
-                               .offset = std::nullopt,
-                               .attempts = attempts,
-                               .error = last});
-        }
+        const std::string last = exception_text(failure);
+        std::vector<dead_letter<T>> letters = dead_letters_->letters_for(delivered, attempts, last);
         const std::string where = "topic '" + topic_ + "' group '" + group_ + "' partition " +
                                   std::to_string(delivered.partition()) + ": a batch of " +
                                   std::to_string(delivered.size()) + " items failed " + std::to_string(attempts) +
                                   " times (max_attempts)";
-        for (std::size_t tries = 1;; ++tries) {
-            boost::system::error_code produced;
-            co_await dead_letters_->produce(std::span<const dead_letter<T>>(letters),
-                                            boost::asio::redirect_error(boost::asio::use_awaitable, produced));
-            if (!produced) {
-                break;
-            }
-            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(produced)),
-                            where + "; producing its dead letters failed (" + produced.message() +
-                                "), tried again after the backoff; the batch stays uncommitted");
-            if (!co_await back_off(tries, registry)) {
-                co_return false;
-            }
+        if (!co_await dead_letters_->produce(
+                letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
+            co_return false;
         }
         boost::system::error_code committed;
         co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
@@ -285,18 +271,39 @@ private:
         co_return true;
     }
 
-    // The message of `failure`; empty when out of memory.
-    static std::string message_of(const std::exception_ptr& failure) noexcept
+    // The record the failed pull stopped at did not decode: produces its dead letter (the stored
+    // bytes, no item) and, once that is acknowledged, skips it. False when it was not routed (no
+    // record the storage can step past, e.g. a damaged frame; or skipping failed): the loop pauses
+    // and pulls again, as for any failed pull. A stop during the produce's backoff also gives false.
+    boost::asio::awaitable<bool> route_undecodable(push_registry& registry)
     {
+        std::optional<skipped_record> record;
         try {
-            try {
-                std::rethrow_exception(failure);
-            } catch (...) {
-                return exception_message();
-            }
+            record = consumer_.unreadable_record();
         } catch (...) {
-            return {};
+            co_return false;
         }
+        if (!record) {
+            co_return false;
+        }
+        const std::string where = "topic '" + topic_ + "' group '" + group_ + "' partition " +
+                                  std::to_string(record->partition) + ": the record at offset " +
+                                  std::to_string(record->offset) + " does not decode";
+        std::vector<dead_letter<T>> letters{dead_letters_->letter_for(*record, consumer_.last_error())};
+        if (!co_await dead_letters_->produce(
+                letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
+            co_return false;
+        }
+        boost::system::error_code skipped;
+        co_await consumer_.skip(boost::asio::redirect_error(boost::asio::use_awaitable, skipped));
+        if (skipped) {
+            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(skipped)),
+                            where + "; it was dead-lettered, but skipping it failed (" + skipped.message() +
+                                "): it is pulled (and dead-lettered) again");
+            co_return false;
+        }
+        registry.report(topic_, group_, nullptr, where + "; sent to the dead-letter topic and skipped");
+        co_return true;
     }
 
     // What the error sink receives once when a batch is given up; empty when out of memory.
@@ -345,7 +352,7 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
-    std::optional<producer<dead_letter<T>>> dead_letters_;  // used by the loop's coroutine only
+    std::optional<dead_letter_sender<T>> dead_letters_;  // used by the loop's coroutine only
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;
 

@@ -113,6 +113,8 @@ public:
     virtual boost::system::error_code commit() = 0;
     /// Commits past the record the last consume failed on, filling `skipped` (see `pull_consumer::skip`).
     virtual boost::system::error_code skip(skipped_record& skipped) = 0;
+    /// Describes that record without committing (see `pull_consumer::unreadable_record`).
+    virtual boost::system::error_code unreadable(skipped_record& record) = 0;
     virtual void close() noexcept = 0;
     /// Aborts the consume in progress, if any; see `pull_consumer::cancel`.
     virtual void cancel() noexcept = 0;

@@ -148,6 +148,7 @@ public:
     }
     boost::system::error_code commit() override { return inner_->commit(); }
     boost::system::error_code skip(skipped_record& skipped) override { return inner_->skip(skipped); }
+    boost::system::error_code unreadable(skipped_record& record) override { return inner_->unreadable(record); }
     /// Closes the consumer, then leaves the Kafka group (blocks for the leave-group round trip).
     void close() noexcept override
     {

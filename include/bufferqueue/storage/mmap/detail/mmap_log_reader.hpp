@@ -38,6 +38,7 @@ struct mmap_group_progress {
     // The record the last pull could not decode (its frame was valid), while the group stands at
     // it: what `pull_consumer::skip` commits past. Used only by the cursor's one consumer.
     std::optional<unreadable_record> undecodable;
+    std::vector<std::byte> undecodable_payload;  // what `undecodable.payload` views
 };
 
 /// A consumer group's cursor; its batch is decoded into `decoded`. Owned by the partition.
@@ -102,7 +103,8 @@ public:
                 }
                 // The frame is valid, so its end is known: `skip` may commit past it (one item).
                 const std::uint64_t next = normalize_offset(bytes, at.segment_index, record->next_position, end);
-                reader.undecodable = unreadable_record{position, next};
+                reader.undecodable_payload.assign(record->payload.begin(), record->payload.end());
+                reader.undecodable = unreadable_record{position, next, reader.undecodable_payload};
                 reader.pulled_end = log_position{next, start_items + 1};
                 throw error(errc::corrupt_data, files_.description + ": cannot decode the record at offset " +
                                                     std::to_string(position) + " of " + segment.path + ": " +

@@ -1,0 +1,113 @@
+// Internal: what a push loop sends to its subscription's dead-letter topic, and how it waits for
+// that produce to be acknowledged before the loop commits or skips past the records.
+#pragma once
+
+#include "bufferqueue/detail/config.hpp"
+
+#include "bufferqueue/batch.hpp"
+#include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/producer.hpp"
+#include "bufferqueue/push/detail/push_registry.hpp"
+#include "bufferqueue/skipped_record.hpp"
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
+
+#include <cstddef>
+#include <exception>
+#include <optional>
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bufferqueue::detail {
+
+/// The message of `failure`; empty when out of memory. Never throws.
+inline std::string exception_text(const std::exception_ptr& failure) noexcept
+{
+    try {
+        try {
+            std::rethrow_exception(failure);
+        } catch (...) {
+            return exception_message();
+        }
+    } catch (...) {
+        return {};
+    }
+}
+
+/// One push loop's dead-letter topic: builds the letters and produces them until acknowledged.
+/// Used by the loop's coroutine only (not thread-safe); allocates the letters.
+template <class T>
+class dead_letter_sender {
+public:
+    /// `producer` writes to the dead-letter topic; `topic` and `group` are the loop's.
+    dead_letter_sender(producer<dead_letter<T>> producer, std::string topic, std::string group)
+        : producer_(std::move(producer)), topic_(std::move(topic)), group_(std::move(group))
+    {
+    }
+
+    /// One letter per item of `delivered`, which failed `attempts` times, the last with `error`.
+    std::vector<dead_letter<T>> letters_for(const batch<T>& delivered, std::size_t attempts,
+                                            const std::string& error) const
+    {
+        std::vector<dead_letter<T>> letters;
+        letters.reserve(delivered.size());
+        for (const T& item : delivered) {
+            letters.push_back({.item = item,
+                               .payload = {},
+                               .topic = topic_,
+                               .partition = delivered.partition(),
+                               .offset = std::nullopt,
+                               .attempts = attempts,
+                               .error = error});
+        }
+        return letters;
+    }
+
+    /// The letter of a record that did not decode: its stored bytes, no item, one failed attempt.
+    dead_letter<T> letter_for(const skipped_record& record, std::string error) const
+    {
+        return {.item = std::nullopt,
+                .payload = record.payload,
+                .topic = topic_,
+                .partition = record.partition,
+                .offset = record.offset,
+                .attempts = 1,
+                .error = std::move(error)};
+    }
+
+    /// Produces `letters` until the produce completes without error; true then. A failure is
+    /// reported to `registry` (prefixed by `where`) and tried again once `back_off(tries)` - an
+    /// awaitable<bool>, false when the loop must end - allows; false when it does not.
+    template <class BackOff>
+    boost::asio::awaitable<bool> produce(const std::vector<dead_letter<T>>& letters, const std::string& where,
+                                         push_registry& registry, BackOff back_off)
+    {
+        for (std::size_t tries = 1;; ++tries) {
+            boost::system::error_code produced;
+            co_await producer_.produce(std::span<const dead_letter<T>>(letters),
+                                       boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+            if (!produced) {
+                co_return true;
+            }
+            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(produced)),
+                            where + "; producing its dead letters failed (" + produced.message() +
+                                "), tried again after the backoff; the records stay uncommitted");
+            if (!co_await back_off(tries)) {
+                co_return false;
+            }
+        }
+    }
+
+private:
+    producer<dead_letter<T>> producer_;
+    const std::string topic_;
+    const std::string group_;
+};
+
+}  // namespace bufferqueue::detail
