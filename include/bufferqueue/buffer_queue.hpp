@@ -159,7 +159,9 @@ public:
     template <class T>
     topic_stats stats(std::string_view topic) const
     {
-        return find<T>(topic)->stats();
+        topic_stats snapshot = find<T>(topic)->stats();
+        push_->add_counters(snapshot);
+        return snapshot;
     }
 
     /// Snapshots of every registered topic, whatever its item type and backend, ordered by topic
@@ -205,10 +207,10 @@ public:
         detail::push_invoker<item> invoker = detail::make_push_invoker<item>(
             subscription.lifetime, detail::callable_handler_source<item, Handler>{std::move(handler)});
         std::vector<detail::pending_push> pending;
-        pending.push_back(detail::make_push_loops<item>(find<item>(subscription.topic), subscription,
-                                                        std::move(invoker),
-                                                        std::is_invocable_v<Handler&, batch<item>, committer&>,
-                                                        executor_, dead_letter_producer<item>(subscription)));
+        pending.push_back(detail::make_push_loops<item>(
+            find<item>(subscription.topic), subscription, std::move(invoker),
+            std::is_invocable_v<Handler&, batch<item>, committer&>, executor_, dead_letter_producer<item>(subscription),
+            push_counters_of<item>(subscription)));
         detail::register_push(*push_, pending);
     }
 
@@ -307,7 +309,8 @@ private:
                          find<detail::push_item<Consumers>>(push_subscription(Consumers::subscription).topic),
                          Consumers::subscription, std::move(invoker),
                          manual_commit_push_handler<Consumers, detail::push_item<Consumers>>, executor_,
-                         dead_letter_producer<detail::push_item<Consumers>>(Consumers::subscription))),
+                         dead_letter_producer<detail::push_item<Consumers>>(Consumers::subscription),
+                         push_counters_of<detail::push_item<Consumers>>(Consumers::subscription))),
                      ...);
                 },
                 invokers);
@@ -316,6 +319,14 @@ private:
             throw;
         }
         detail::register_push(*push_, pending);
+    }
+
+    // The statistics counters of the subscription's group (shared with earlier loops of it).
+    template <class T>
+    std::shared_ptr<detail::push_counters> push_counters_of(const push_subscription& subscription) const
+    {
+        return push_->counters(std::string(subscription.topic), std::string(detail::readable_type_name<T>()),
+                               std::string(subscription.group));
     }
 
     // The producer of the subscription's dead-letter topic, if it names one; throws naming the

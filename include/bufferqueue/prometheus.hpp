@@ -34,7 +34,10 @@ namespace bufferqueue {
 ///   (sum over `partition` for the group's lag);
 /// - `bufferqueue_produced_items_total`, `bufferqueue_consumed_items_total` (counters; see
 ///   `topic_stats::produced`, `topic_stats::consumed`);
-/// - `bufferqueue_waiting_producers`, `bufferqueue_waiting_consumers` (gauges).
+/// - `bufferqueue_waiting_producers`, `bufferqueue_waiting_consumers` (gauges);
+/// - per group, its push consumers in this process (`group_stats::push_*`; 0 without any):
+///   `bufferqueue_push_failed_deliveries_total`, `bufferqueue_push_given_up_batches_total`,
+///   `bufferqueue_push_dead_letters_total` (counters).
 /// Allocates; throws only `std::bad_alloc`. Thread-safe (a pure function).
 inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<topic_stats>& topics)
 {
@@ -64,6 +67,18 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
          {}},
         {"bufferqueue_waiting_producers", "Produces waiting for room in the bounded topic", MetricType::Gauge, {}},
         {"bufferqueue_waiting_consumers", "Consumes waiting for data of the topic", MetricType::Gauge, {}},
+        {"bufferqueue_push_failed_deliveries_total",
+         "Handler calls of the group's push consumers that failed",
+         MetricType::Counter,
+         {}},
+        {"bufferqueue_push_given_up_batches_total",
+         "Batches the group's push consumers gave up on after max_attempts",
+         MetricType::Counter,
+         {}},
+        {"bufferqueue_push_dead_letters_total",
+         "Dead letters of the group's push consumers that the dead-letter topic acknowledged",
+         MetricType::Counter,
+         {}},
     };
     enum family : std::size_t {
         end,
@@ -74,7 +89,10 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
         produced,
         consumed,
         waiting_producers,
-        waiting_consumers
+        waiting_consumers,
+        push_failed_deliveries,
+        push_given_up_batches,
+        push_dead_letters
     };
     const auto sample = [&](family which, std::vector<prometheus::ClientMetric::Label> labels, double value) {
         prometheus::ClientMetric metric;
@@ -108,6 +126,11 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
                        static_cast<double>(partition.committed));
                 sample(lag, with({{"group", group.name}, {"partition", index}}), static_cast<double>(partition.lag));
             }
+            sample(push_failed_deliveries, with({{"group", group.name}}),
+                   static_cast<double>(group.push_failed_deliveries));
+            sample(push_given_up_batches, with({{"group", group.name}}),
+                   static_cast<double>(group.push_given_up_batches));
+            sample(push_dead_letters, with({{"group", group.name}}), static_cast<double>(group.push_dead_letters));
         }
         sample(produced, base, static_cast<double>(topic.produced));
         sample(consumed, base, static_cast<double>(topic.consumed));

@@ -48,6 +48,13 @@ struct group_stats {
     /// knows it. No backend records append times yet (memory and mmap would pay a clock read per
     /// append): always empty for now.
     std::optional<std::chrono::nanoseconds> oldest_uncommitted_age{};
+    /// The group's push consumers in this process (0 without any), since their registration:
+    /// handler calls that failed (threw, or a per-batch factory did); batches given up after
+    /// `max_attempts`; dead letters the dead-letter topic acknowledged (items, and records that
+    /// did not decode). Counted as the push loops go, read without a lock.
+    std::uint64_t push_failed_deliveries = 0;
+    std::uint64_t push_given_up_batches = 0;
+    std::uint64_t push_dead_letters = 0;
 };
 
 /// A snapshot of one topic (`buffer_queue::stats`). Each number is read without a lock on the

@@ -54,10 +54,10 @@ public:
     /// `dead_letters`: where a given-up batch goes (manual commit, `max_attempts` > 0), or nothing.
     push_loop(pull_consumer<T> consumer, push_invoker<T> invoker, bool manual_commit,
               boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff,
-              std::optional<producer<dead_letter<T>>> dead_letters)
+              std::optional<producer<dead_letter<T>>> dead_letters, std::shared_ptr<push_counters> counters)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
           invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
-          max_attempts_(max_attempts), backoff_(backoff)
+          max_attempts_(max_attempts), backoff_(backoff), counters_(std::move(counters))
     {
         if (dead_letters) {
             dead_letters_.emplace(std::move(*dead_letters), topic_, group_);
@@ -177,6 +177,7 @@ private:
                         co_await loop.invoker_(delivered, nullptr);
                     }
                 } catch (...) {
+                    loop.counters_->failed_deliveries.fetch_add(1, std::memory_order_relaxed);
                     registry->report(loop.topic_, loop.group_);
                     if (loop.manual_commit_ && !loop.batch_committed_) {
                         failure = std::current_exception();
@@ -187,6 +188,7 @@ private:
                 }
                 ++failed_attempts;
                 if (loop.max_attempts_ != 0 && failed_attempts >= loop.max_attempts_) {
+                    loop.counters_->given_up_batches.fetch_add(1, std::memory_order_relaxed);
                     if (loop.dead_letters_) {
                         // Committed only once its dead letters are acknowledged: never neither.
                         end_loop = !co_await loop.send_to_dead_letters(delivered, failed_attempts, failure, *registry);
@@ -258,6 +260,7 @@ private:
                 letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
             co_return false;
         }
+        counters_->dead_letters.fetch_add(letters.size(), std::memory_order_relaxed);
         boost::system::error_code committed;
         co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
         if (committed) {
@@ -294,6 +297,7 @@ private:
                 letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
             co_return false;
         }
+        counters_->dead_letters.fetch_add(letters.size(), std::memory_order_relaxed);
         boost::system::error_code skipped;
         co_await consumer_.skip(boost::asio::redirect_error(boost::asio::use_awaitable, skipped));
         if (skipped) {
@@ -352,6 +356,7 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
+    const std::shared_ptr<push_counters> counters_;      // the group's, for its statistics
     std::optional<dead_letter_sender<T>> dead_letters_;  // used by the loop's coroutine only
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;

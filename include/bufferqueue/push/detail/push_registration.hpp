@@ -148,7 +148,8 @@ struct pending_push {
 template <class T>
 pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_subscription& subscription,
                              push_invoker<T> invoker, bool manual_commit, const boost::asio::any_io_executor& executor,
-                             std::optional<producer<dead_letter<T>>> dead_letters)
+                             std::optional<producer<dead_letter<T>>> dead_letters,
+                             std::shared_ptr<push_counters> counters)
 {
     if (dead_letters) {
         const std::string where =
@@ -179,7 +180,7 @@ pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_
         for (pull_consumer<T>& consumer : consumers) {
             made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumer), invoker, manual_commit, executor,
                                                                 subscription.max_attempts, subscription.retry_backoff,
-                                                                dead_letters));
+                                                                dead_letters, counters));
         }
     } catch (...) {
         made.loops.clear();
