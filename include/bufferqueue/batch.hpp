@@ -34,8 +34,12 @@ public:
     /// An empty batch.
     batch() = default;
 
-    /// A batch over `items` read from `partition`; made by consumers.
-    batch(std::span<const T> items, std::size_t partition) noexcept : items_(items), partition_(partition) {}
+    /// A batch over `items` read from `partition`, with each item's offset when the storage reports
+    /// them (`offsets` empty or as long as `items`); made by consumers.
+    batch(std::span<const T> items, std::size_t partition, std::span<const std::uint64_t> offsets = {}) noexcept
+        : items_(items), offsets_(offsets), partition_(partition)
+    {
+    }
 
     size_type size() const noexcept { return items_.size(); }
     bool empty() const noexcept { return items_.empty(); }
@@ -52,8 +56,15 @@ public:
     /// The partition the items come from.
     std::size_t partition() const noexcept { return partition_; }
 
+    /// Each item's offset in its partition, where the backend reports them: mmap topics the byte
+    /// position of its record (as in their error messages and `bufferqueue-inspect`), Kafka topics
+    /// the record's offset. Empty on memory topics (items of different producer lanes have no one
+    /// order of positions). Valid as long as the items.
+    std::span<const std::uint64_t> offsets() const noexcept { return offsets_; }
+
 private:
     std::span<const T> items_{};
+    std::span<const std::uint64_t> offsets_{};
     std::size_t partition_ = 0;
 };
 

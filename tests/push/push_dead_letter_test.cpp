@@ -130,6 +130,7 @@ TEST_CASE("push dead letters: a batch that failed max_attempts times goes to the
         CHECK(letter.attempts == 2);
         CHECK(letter.error.find("cannot handle 5..9") != std::string::npos);
         CHECK(letter.payload.empty());
+        CHECK_FALSE(letter.offset);  // memory topics report no per-item offsets
     }
     CHECK(lag_of(fixture.queue, "numbers", "work") == 0);  // everything processed or dead-lettered
     // The group's push counters: two failed deliveries, one batch given up, five dead letters.
@@ -447,6 +448,7 @@ TEST_CASE("push dead letters: on persistent topics every item is processed or de
         dead_lettered.insert(*letter.item);
         CHECK(letter.topic == "orders");
         CHECK(letter.attempts == 2);
+        CHECK(letter.offset);  // mmap topics report each record's position
     }
     std::vector<int> neither;
     for (int value = 0; value < item_count; ++value) {

@@ -41,11 +41,14 @@ struct item_source {
 };
 
 /// What a pull returns: up to the requested number of items, and the log position just after them
-/// (what a commit of this batch stores). Empty `items` means nothing was readable.
+/// (what a commit of this batch stores). Empty `items` means nothing was readable. `offsets`, when
+/// the backend reports them, holds each item's own position (as long as `items`, valid as long as
+/// they are); empty when it does not (a position per item is then not defined, e.g. memory lanes).
 template <class T>
 struct pull_result {
     std::span<const T> items{};
     std::uint64_t next_offset = 0;
+    std::span<const std::uint64_t> offsets{};
 };
 
 /// Whether a partition type's calls block (file or network I/O). The topic layer reads it once,

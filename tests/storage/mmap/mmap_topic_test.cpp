@@ -293,6 +293,37 @@ TEST_CASE("mmap topic: an uncommitted batch is delivered again after reopen", "[
     CHECK(std::vector<std::string>(again->begin(), again->end()) == numbered(0, 4));
 }
 
+TEST_CASE("mmap topic: a batch reports each item's record position, ascending, and the next batch's come after them",
+          "[mmap]")
+{
+    temporary_directory directory;
+    queue_runner runner;
+    runner->add_topic(string_topic(directory.path()));
+    auto producer = runner->producer<std::string>("events");
+    produce_all(producer, numbered(0, 6));
+    auto consumer = runner->create_pull_consumer<std::string>(group_options("g", 4));
+    const auto first = consumer.try_consume();
+    REQUIRE(first);
+    const std::vector<std::uint64_t> offsets(first->offsets().begin(), first->offsets().end());
+    REQUIRE(offsets.size() == first->size());
+    CHECK(offsets.front() > 0);  // after the segment file's header
+    CHECK(std::is_sorted(offsets.begin(), offsets.end()));
+    CHECK(std::adjacent_find(offsets.begin(), offsets.end()) == offsets.end());  // strictly ascending
+    // The next batch starts where this one's last record ends (after a commit, it is read next).
+    REQUIRE_FALSE(bq::test::commit_now(consumer, runner.io));
+    const auto second = consumer.try_consume();
+    REQUIRE(second);
+    REQUIRE(second->offsets().size() == 2);
+    CHECK(second->offsets().front() > offsets.back());
+    // Memory topics report none.
+    runner->add_topic(bq::memory_topic_options<std::string>{.name = "volatile"});
+    REQUIRE(runner->producer<std::string>("volatile").try_produce(std::string("x")));
+    auto reader = runner->create_pull_consumer<std::string>({.topic = "volatile", .group = "g"});
+    const auto in_memory = reader.try_consume();
+    REQUIRE(in_memory);
+    CHECK(in_memory->offsets().empty());
+}
+
 TEST_CASE("mmap topic: committed offsets survive restarts", "[mmap]")
 {
     temporary_directory directory;

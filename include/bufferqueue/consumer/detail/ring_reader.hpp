@@ -90,7 +90,7 @@ public:
             } else {
                 uncommitted_ = true;
             }
-            return batch<T>(pulled.items, each.partition);
+            return batch<T>(pulled.items, each.partition, pulled.offsets);
         }
         return std::nullopt;
     }

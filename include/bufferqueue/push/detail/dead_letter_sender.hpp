@@ -17,6 +17,7 @@
 #include <boost/system/system_error.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <optional>
 #include <span>
@@ -57,12 +58,13 @@ public:
     {
         std::vector<dead_letter<T>> letters;
         letters.reserve(delivered.size());
-        for (const T& item : delivered) {
-            letters.push_back({.item = item,
+        const std::span<const std::uint64_t> offsets = delivered.offsets();
+        for (std::size_t index = 0; index < delivered.size(); ++index) {
+            letters.push_back({.item = delivered[index],
                                .payload = {},
                                .topic = topic_,
                                .partition = delivered.partition(),
-                               .offset = std::nullopt,
+                               .offset = offsets.empty() ? std::nullopt : std::optional<std::uint64_t>(offsets[index]),
                                .attempts = attempts,
                                .error = error});
         }

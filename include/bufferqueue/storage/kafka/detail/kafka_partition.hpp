@@ -73,10 +73,10 @@ public:
         std::atomic<std::uint64_t> committed_{0};    // the last offset committed through this process
         // Used by the one consumer holding the partition (the topic layer hands cursors over):
         std::uint64_t seen_generation_ = 0;
-        std::vector<T> items_;               // decoded records from the committed position on
-        std::vector<std::int64_t> offsets_;  // each item's offset
-        std::size_t committed_prefix_ = 0;   // items_ a commit passed, dropped at the next pull
-        std::vector<kafka_record> raw_;      // read, not decoded yet (after a record failed to decode)
+        std::vector<T> items_;                // decoded records from the committed position on
+        std::vector<std::uint64_t> offsets_;  // each item's offset
+        std::size_t committed_prefix_ = 0;    // items_ a commit passed, dropped at the next pull
+        std::vector<kafka_record> raw_;       // read, not decoded yet (after a record failed to decode)
         std::size_t raw_next_ = 0;
     };
 
@@ -169,15 +169,15 @@ public:
                                                         std::to_string(record.offset) +
                                                         ": the record does not decode: " + exception_message());
                 }
-                reader.offsets_.push_back(record.offset);
+                reader.offsets_.push_back(static_cast<std::uint64_t>(record.offset));
             }
         }
         const std::size_t count = std::min(max_items, reader.items_.size());
         if (count == 0) {
             return {};
         }
-        return {std::span<const T>(reader.items_.data(), count),
-                static_cast<std::uint64_t>(reader.offsets_[count - 1] + 1)};
+        return {std::span<const T>(reader.items_.data(), count), reader.offsets_[count - 1] + 1,
+                std::span<const std::uint64_t>(reader.offsets_.data(), count)};
     }
 
     /// Commits `next_offset` through the owner and waits for the broker (blocks; runs on the I/O
@@ -200,8 +200,7 @@ public:
                             std::to_string(next_offset) + " failed: " + result.message());
         }
         reader.committed_.store(next_offset, std::memory_order_release);
-        const auto passed =
-            std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), static_cast<std::int64_t>(next_offset));
+        const auto passed = std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), next_offset);
         reader.committed_prefix_ = static_cast<std::size_t>(passed - reader.offsets_.begin());
         return 0;  // nothing was admitted through append: no capacity to give back
     }

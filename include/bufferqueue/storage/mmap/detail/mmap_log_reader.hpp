@@ -45,6 +45,7 @@ struct mmap_group_progress {
 template <class T>
 struct mmap_cursor : mmap_group_progress {
     std::vector<T> decoded;
+    std::vector<std::uint64_t> offsets;  // each decoded item's record position
 };
 
 /// Decodes records for pulls. Holds the segment list shared while it reads, never the writer's
@@ -68,6 +69,7 @@ public:
     {
         const auto lock = segments_.share();
         reader.decoded.clear();
+        reader.offsets.clear();
         reader.undecodable.reset();
         std::uint64_t position = reader.committed.load(std::memory_order_relaxed);
         if (segments_.closed()) {
@@ -110,6 +112,7 @@ public:
                                                     std::to_string(position) + " of " + segment.path + ": " +
                                                     failure.what());
             }
+            reader.offsets.push_back(position);
             // A batch that stops at a segment-end marker ends at the next segment's first record
             // boundary, so the checkpoint a commit stores is normalized.
             position = normalize_offset(bytes, at.segment_index, record->next_position, end);
@@ -120,7 +123,7 @@ public:
             reader.idle_until.store(end, std::memory_order_relaxed);
         }
         reader.pulled_end = log_position{position, start_items + reader.decoded.size()};
-        return {std::span<const T>(reader.decoded), position};
+        return {std::span<const T>(reader.decoded), position, std::span<const std::uint64_t>(reader.offsets)};
     }
 
     /// True when a record lies between the cursor's position and the published end: false also
