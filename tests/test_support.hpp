@@ -120,4 +120,22 @@ struct string_bytes_serializer {
     }
 };
 
+/// Like `string_bytes_serializer`, but the payload "poison" does not decode (it throws
+/// std::runtime_error "cannot deserialize poison"): a record that blocks its partition.
+struct poisoned_string_serializer {
+    void serialize(const std::string& item, std::vector<std::byte>& out) const
+    {
+        string_bytes_serializer{}.serialize(item, out);
+    }
+
+    std::string deserialize(std::span<const std::byte> bytes) const
+    {
+        std::string item = string_bytes_serializer{}.deserialize(bytes);
+        if (item == "poison") {
+            throw std::runtime_error("cannot deserialize poison");
+        }
+        return item;
+    }
+};
+
 }  // namespace bufferqueue::test

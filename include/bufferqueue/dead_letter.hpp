@@ -2,12 +2,11 @@
 // came from and why.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue {
@@ -19,7 +18,8 @@ namespace bufferqueue {
 /// - it did not decode: `item` is empty and `payload` holds its stored bytes (so a fixed serializer
 ///   can still read it).
 /// A plain value: copyable, movable, no invariants. `to_json` / `from_json` below let the default
-/// JSON serializer of mmap topics store it when `T` is JSON-convertible.
+/// JSON serializer of mmap topics store it when `T` is JSON-convertible (they are templates on the
+/// JSON type, so this header needs no JSON library: the core component needs only Boost).
 template <class T>
 struct dead_letter {
     /// The item the handler failed on; empty for a record that did not decode.
@@ -38,42 +38,44 @@ struct dead_letter {
     friend bool operator==(const dead_letter&, const dead_letter&) = default;
 };
 
-/// JSON form: {"item": T or null, "payload": [bytes], "topic", "partition", "offset": n or null,
-/// "attempts", "error"}. Throws what nlohmann::json throws for a `T` it cannot convert.
-template <class T>
-void to_json(nlohmann::json& json, const dead_letter<T>& letter)
+/// JSON form (nlohmann::json, found by argument-dependent lookup): {"item": T or null, "payload":
+/// [bytes], "topic", "partition", "offset": n or null, "attempts", "error"}. Throws what the JSON
+/// type throws for a `T` it cannot convert.
+template <class Json, class T>
+void to_json(Json& json, const dead_letter<T>& letter)
 {
-    json = nlohmann::json::object();
-    json["item"] = letter.item ? nlohmann::json(*letter.item) : nlohmann::json(nullptr);
-    nlohmann::json bytes = nlohmann::json::array();
+    json = Json::object();
+    json["item"] = letter.item ? Json(*letter.item) : Json(nullptr);
+    Json bytes = Json::array();
     for (const std::byte each : letter.payload) {
         bytes.push_back(static_cast<unsigned>(each));
     }
     json["payload"] = std::move(bytes);
     json["topic"] = letter.topic;
     json["partition"] = letter.partition;
-    json["offset"] = letter.offset ? nlohmann::json(*letter.offset) : nlohmann::json(nullptr);
+    json["offset"] = letter.offset ? Json(*letter.offset) : Json(nullptr);
     json["attempts"] = letter.attempts;
     json["error"] = letter.error;
 }
 
-/// Reads the JSON form above. Throws `nlohmann::json::exception` on a missing or mistyped field
-/// (the JSON serializer reports it as `errc::corrupt_data`).
-template <class T>
-void from_json(const nlohmann::json& json, dead_letter<T>& letter)
+/// Reads the JSON form above. Throws the JSON type's exception on a missing or mistyped field (the
+/// JSON serializer reports it as `errc::corrupt_data`).
+template <class Json, class T>
+void from_json(const Json& json, dead_letter<T>& letter)
 {
-    const nlohmann::json& item = json.at("item");
-    letter.item = item.is_null() ? std::nullopt : std::optional<T>(item.get<T>());
+    const Json& item = json.at("item");
+    letter.item = item.is_null() ? std::nullopt : std::optional<T>(item.template get<T>());
     letter.payload.clear();
-    for (const nlohmann::json& each : json.at("payload")) {
-        letter.payload.push_back(static_cast<std::byte>(each.get<std::uint8_t>()));
+    for (const Json& each : json.at("payload")) {
+        letter.payload.push_back(static_cast<std::byte>(each.template get<std::uint8_t>()));
     }
-    letter.topic = json.at("topic").get<std::string>();
-    letter.partition = json.at("partition").get<std::size_t>();
-    const nlohmann::json& offset = json.at("offset");
-    letter.offset = offset.is_null() ? std::nullopt : std::optional<std::uint64_t>(offset.get<std::uint64_t>());
-    letter.attempts = json.at("attempts").get<std::size_t>();
-    letter.error = json.at("error").get<std::string>();
+    letter.topic = json.at("topic").template get<std::string>();
+    letter.partition = json.at("partition").template get<std::size_t>();
+    const Json& offset = json.at("offset");
+    letter.offset =
+        offset.is_null() ? std::nullopt : std::optional<std::uint64_t>(offset.template get<std::uint64_t>());
+    letter.attempts = json.at("attempts").template get<std::size_t>();
+    letter.error = json.at("error").template get<std::string>();
 }
 
 }  // namespace bufferqueue

@@ -31,22 +31,7 @@ namespace bq = bufferqueue;
 using bq::test::commit_now;
 using bq::test::temporary_directory;
 
-// Stores strings as bytes; the payload "poison" does not decode.
-struct poisoned_serializer {
-    void serialize(const std::string& item, std::vector<std::byte>& out) const
-    {
-        bq::test::string_bytes_serializer{}.serialize(item, out);
-    }
-
-    std::string deserialize(std::span<const std::byte> bytes) const
-    {
-        std::string item = bq::test::string_bytes_serializer{}.deserialize(bytes);
-        if (item == "poison") {
-            throw std::runtime_error("cannot deserialize poison");
-        }
-        return item;
-    }
-};
+using poisoned_serializer = bq::test::poisoned_string_serializer;
 
 bq::mmap_topic_options<std::string> events_topic(const temporary_directory& directory)
 {

@@ -248,22 +248,7 @@ TEST_CASE("push dead letters: invalid dead-letter settings are refused, naming t
     CHECK(has_group());
 }
 
-// Stores strings as bytes; the payload "poison" does not decode.
-struct poisoned_serializer {
-    void serialize(const std::string& item, std::vector<std::byte>& out) const
-    {
-        bq::test::string_bytes_serializer{}.serialize(item, out);
-    }
-
-    std::string deserialize(std::span<const std::byte> bytes) const
-    {
-        std::string item = bq::test::string_bytes_serializer{}.deserialize(bytes);
-        if (item == "poison") {
-            throw std::runtime_error("cannot deserialize poison");
-        }
-        return item;
-    }
-};
+using poisoned_serializer = bq::test::poisoned_string_serializer;
 
 TEST_CASE("push dead letters: a record that does not decode goes to the dead-letter topic with its stored bytes, "
           "and the records after it are delivered",

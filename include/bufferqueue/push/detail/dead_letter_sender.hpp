@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -46,9 +47,12 @@ inline std::string exception_text(const std::exception_ptr& failure) noexcept
 template <class T>
 class dead_letter_sender {
 public:
-    /// `producer` writes to the dead-letter topic; `topic` and `group` are the loop's.
-    dead_letter_sender(producer<dead_letter<T>> producer, std::string topic, std::string group)
-        : producer_(std::move(producer)), topic_(std::move(topic)), group_(std::move(group))
+    /// `producer` writes to the dead-letter topic; `topic` and `group` are the loop's, whose
+    /// `counters` count the letters acknowledged.
+    dead_letter_sender(producer<dead_letter<T>> producer, std::string topic, std::string group,
+                       std::shared_ptr<push_counters> counters)
+        : producer_(std::move(producer)), topic_(std::move(topic)), group_(std::move(group)),
+          counters_(std::move(counters))
     {
     }
 
@@ -95,6 +99,7 @@ public:
             co_await producer_.produce(std::span<const dead_letter<T>>(letters),
                                        boost::asio::redirect_error(boost::asio::use_awaitable, produced));
             if (!produced) {
+                counters_->dead_letters.fetch_add(letters.size(), std::memory_order_relaxed);
                 co_return true;
             }
             registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(produced)),
@@ -110,6 +115,7 @@ private:
     producer<dead_letter<T>> producer_;
     const std::string topic_;
     const std::string group_;
+    const std::shared_ptr<push_counters> counters_;
 };
 
 }  // namespace bufferqueue::detail

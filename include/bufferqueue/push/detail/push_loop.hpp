@@ -60,7 +60,7 @@ public:
           max_attempts_(max_attempts), backoff_(backoff), counters_(std::move(counters))
     {
         if (dead_letters) {
-            dead_letters_.emplace(std::move(*dead_letters), topic_, group_);
+            dead_letters_.emplace(std::move(*dead_letters), topic_, group_, counters_);
         }
     }
 
@@ -260,7 +260,6 @@ private:
                 letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
             co_return false;
         }
-        counters_->dead_letters.fetch_add(letters.size(), std::memory_order_relaxed);
         boost::system::error_code committed;
         co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
         if (committed) {
@@ -297,7 +296,6 @@ private:
                 letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
             co_return false;
         }
-        counters_->dead_letters.fetch_add(letters.size(), std::memory_order_relaxed);
         boost::system::error_code skipped;
         co_await consumer_.skip(boost::asio::redirect_error(boost::asio::use_awaitable, skipped));
         if (skipped) {
