@@ -61,7 +61,12 @@ TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable parti
         CHECK(by_partition[2] == range(2000, 2010));
 
         // Data arriving at an empty partition is pulled on its turn: after a pull from 0 the scan
-        // starts at 1 (empty) and reaches 2 before 0 again.
+        // starts at 1 (empty) and reaches 2 before 0 again. Not over Kafka: a record produced is
+        // readable once the group member fetched it, milliseconds later, so the next pull may come
+        // from 0 first (docs/kafka.md, "Pull consumers").
+        if (!conformance_detail::is_immediate_v<TestType>) {
+            co_return;
+        }
         REQUIRE(producer.try_produce(std::span<const int>(range(2010, 2015))));
         const std::size_t after_busy = co_await pull();
         CHECK(after_busy == 2);

@@ -40,7 +40,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: round-robin routing advances one partition
     });
     REQUIRE(producer.try_produce(22));
 
-    const auto by_partition = drain(consumers, io);
+    const auto by_partition = collect(consumers, io, 23);
     std::map<int, std::size_t> partition_of;
     std::size_t total = 0;
     for (const auto& [partition, items] : by_partition) {
@@ -105,7 +105,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: items with equal keys reach one partition 
     std::map<std::string, std::size_t> partition_of_key;
     std::map<std::string, std::vector<std::string>> delivered_by_key;
     std::size_t total = 0;
-    for (const auto& [partition, items] : drain(consumers, io)) {
+    for (const auto& [partition, items] : collect(consumers, io, input.size())) {
         for (const std::string& item : items) {
             const std::string key = item.substr(0, item.find(':'));
             const auto [known, inserted] = partition_of_key.emplace(key, partition);
@@ -162,7 +162,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: a key reaches the partition the documented
     CHECK(bq::partition_for_key(std::string_view("a"), partitions) == 97 % partitions);
 
     std::size_t seen_numbers = 0;
-    for (const auto& [partition, items] : drain(numbers, io)) {
+    for (const auto& [partition, items] : collect(numbers, io, number_keys.size())) {
         for (const int key : items) {
             INFO("key " << key);
             CHECK(partition == bq::partition_for_key(key, partitions));
@@ -171,7 +171,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: a key reaches the partition the documented
     }
     CHECK(seen_numbers == number_keys.size());
     std::size_t seen_texts = 0;
-    for (const auto& [partition, items] : drain(texts, io)) {
+    for (const auto& [partition, items] : collect(texts, io, text_keys.size())) {
         for (const std::string& key : items) {
             INFO("key " << key);
             CHECK(partition == bq::partition_for_key(std::string_view(key), partitions));
