@@ -41,7 +41,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: two consumer groups each receive every ite
     asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
     backend.add_topic(queue, conformance_topic<int>{.name = "shared", .partitions = 3});
-    auto group_a = queue.create_pull_consumers<int>(manual("shared", "a", 4), 2);
+    auto group_a = queue.create_pull_consumers<int>(manual("shared", "a", 4), group_size<TestType>(2));
     auto group_b = queue.create_pull_consumers<int>(automatic("shared", "b", 7), 1);
     auto producer = queue.producer<int>("shared");
     REQUIRE(producer.try_produce(std::span<const int>(range(0, 40))));

@@ -16,8 +16,11 @@ namespace ring_scan_conformance_test {
 using namespace conformance;
 
 TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable partition once per rotation",
-                        "[conformance][ring]", conformance_backends)
+                        "[conformance][ring]", immediate_conformance_backends)
 {
+    // Not over Kafka: it needs every partition readable from the first pull on, and a Kafka record is
+    // readable once the group member fetched it; the partitions are fetched independently, so the
+    // first rotation may find one not fetched yet (docs/kafka.md, "Pull consumers").
     BUFFERQUEUE_CONFORMANCE_BACKEND();
     const bool auto_commit = GENERATE(false, true);
     INFO("auto_commit " << auto_commit);
@@ -61,12 +64,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable parti
         CHECK(by_partition[2] == range(2000, 2010));
 
         // Data arriving at an empty partition is pulled on its turn: after a pull from 0 the scan
-        // starts at 1 (empty) and reaches 2 before 0 again. Not over Kafka: a record produced is
-        // readable once the group member fetched it, milliseconds later, so the next pull may come
-        // from 0 first (docs/kafka.md, "Pull consumers").
-        if (!conformance_detail::is_immediate_v<TestType>) {
-            co_return;
-        }
+        // starts at 1 (empty) and reaches 2 before 0 again.
         REQUIRE(producer.try_produce(std::span<const int>(range(2010, 2015))));
         const std::size_t after_busy = co_await pull();
         CHECK(after_busy == 2);

@@ -26,7 +26,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: round-robin routing advances one partition
     asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
     backend.add_topic(queue, conformance_topic<int>{.name = "spread", .partitions = partitions});
-    auto consumers = queue.create_pull_consumers<int>(manual("spread", "g"), partitions);
+    auto consumers = queue.create_pull_consumers<int>(manual("spread", "g"), group_size<TestType>(partitions));
     auto producer = queue.producer<int>("spread");
 
     // Singles, a span, an awaited batch and an awaited single: one sequence 0..22 from one thread.
@@ -83,7 +83,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: items with equal keys reach one partition 
                                                             .partition_key = [](const std::string& item) {
                                                                 return item.substr(0, item.find(':'));
                                                             }});
-    auto consumers = queue.create_pull_consumers<std::string>(manual("keyed", "g", 3), 2);
+    auto consumers = queue.create_pull_consumers<std::string>(manual("keyed", "g", 3), group_size<TestType>(2));
     auto producer = queue.producer<std::string>("keyed");
 
     const std::vector<std::string> keys{"alpha", "beta", "gamma", "delta", "epsilon", "zeta", "eta"};
@@ -144,8 +144,10 @@ TEMPLATE_LIST_TEST_CASE("conformance: a key reaches the partition the documented
                                  .name = "by-text",
                                  .partitions = partitions,
                                  .partition_key = [](const std::string& item) { return std::string_view(item); }});
-    auto numbers = queue.create_pull_consumer<int>(manual("by-number", "g", 1000));
-    auto texts = queue.create_pull_consumer<std::string>(manual("by-text", "g", 1000));
+    // Two group names: on Kafka one name on two topics is one consumer group, whose members' joins
+    // rebalance each other (docs/kafka.md, "Pull consumers").
+    auto numbers = queue.create_pull_consumer<int>(manual("by-number", "numbers", 1000));
+    auto texts = queue.create_pull_consumer<std::string>(manual("by-text", "texts", 1000));
 
     const std::vector<int> number_keys{-20, -7, -1, 0, 1, 2, 6, 7, 8, 13, 14, 15, 100, 1001, 65536, 2147483647};
     const std::vector<std::string> text_keys{
