@@ -11,6 +11,11 @@
 //                                              the destructor removes it
 //   template <class T> void add_topic(bufferqueue::buffer_queue&, const conformance_topic<T>&);
 //                                              registers the topic through buffer_queue::add_topic
+// and optionally (true when absent; see immediate_conformance_backends and
+// statistics_conformance_backends below):
+//   static constexpr bool immediate;           consumers own their split when created, and
+//                                              try_consume reads a produced item at once
+//   static constexpr bool statistics;          queue.stats<T>() counts positions
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
