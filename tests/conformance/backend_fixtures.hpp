@@ -11,6 +11,11 @@
 //                                              the destructor removes it
 //   template <class T> void add_topic(bufferqueue::buffer_queue&, const conformance_topic<T>&);
 //                                              registers the topic through buffer_queue::add_topic
+// and optionally (true when absent; see immediate_conformance_backends and
+// statistics_conformance_backends below):
+//   static constexpr bool immediate;           consumers own their split when created, and
+//                                              try_consume reads a produced item at once
+//   static constexpr bool statistics;          queue.stats<T>() counts positions
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
@@ -25,6 +30,23 @@
 #include <tuple>
 #include <type_traits>
 #include <utility>
+
+// Kafka topics join the suite when the component is built (tests/CMakeLists.txt defines
+// BUFFERQUEUE_TEST_HAS_KAFKA), except under ThreadSanitizer: Debian's librdkafka starts its threads
+// with glibc's thrd_create, which clang 14's TSan does not intercept, so TSan aborts as soon as a
+// librdkafka thread calls in (docs/kafka.md, "Tests"); CI's TSan stage runs the [concurrency] cases.
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BUFFERQUEUE_TEST_UNDER_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define BUFFERQUEUE_TEST_UNDER_TSAN 1
+#endif
+#if defined(BUFFERQUEUE_TEST_HAS_KAFKA) && !defined(BUFFERQUEUE_TEST_UNDER_TSAN)
+#define BUFFERQUEUE_TEST_CONFORMANCE_KAFKA 1
+#include "conformance/kafka_backend_fixture.hpp"
+#endif
 
 /// In-memory topics: bounded, not persistent.
 struct memory_backend {
@@ -75,8 +97,13 @@ private:
 };
 
 /// Every backend the conformance suite runs over. Add a backend's fixture here (e.g. the test backend
-/// of tests/storage/test_backend/, later Kafka); the filtered lists below follow.
-using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture>;
+/// of tests/storage/test_backend/); the filtered lists below follow.
+using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture
+#if defined(BUFFERQUEUE_TEST_CONFORMANCE_KAFKA)
+                                        ,
+                                        kafka_backend
+#endif
+                                        >;
 
 namespace conformance_detail {
 
@@ -101,6 +128,33 @@ template <class Backend>
 struct is_volatile : std::bool_constant<!Backend::persistent> {
 };
 
+/// A fixture without the constant has the property (memory, mmap and the test backend do).
+template <class Backend>
+constexpr bool is_immediate_v = [] {
+    if constexpr (requires { Backend::immediate; }) {
+        return Backend::immediate;
+    } else {
+        return true;
+    }
+}();
+
+template <class Backend>
+struct is_immediate : std::bool_constant<is_immediate_v<Backend>> {
+};
+
+template <class Backend>
+constexpr bool has_statistics_v = [] {
+    if constexpr (requires { Backend::statistics; }) {
+        return Backend::statistics;
+    } else {
+        return true;
+    }
+}();
+
+template <class Backend>
+struct has_statistics : std::bool_constant<has_statistics_v<Backend>> {
+};
+
 }  // namespace conformance_detail
 
 /// The backends that support bounded_capacity and full_mode.
@@ -114,3 +168,24 @@ using persistent_conformance_backends =
 /// The backends whose data lives only as long as the buffer_queue.
 using volatile_conformance_backends =
     conformance_detail::filter_backends<conformance_detail::is_volatile, conformance_backends>::type;
+
+/// The backends whose consumers own their partitions as soon as they are created (the documented
+/// contiguous split) and whose produced items `try_consume` reads at once. Not Kafka: its group
+/// protocol assigns the partitions seconds later, and records are readable once fetched
+/// (docs/kafka.md, "Pull consumers"). The cases over this list read with `try_consume` / `drain`
+/// right after creating consumers or producing.
+using immediate_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::is_immediate, conformance_backends>::type;
+
+/// The persistent backends among the immediate ones (see both lists).
+using immediate_persistent_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::is_immediate, persistent_conformance_backends>::type;
+
+/// The backends whose `queue.stats<T>()` counts end, earliest and committed positions. Not Kafka
+/// yet: its statistics list no partitions or groups (docs/kafka.md, "Not yet", Statistics).
+using statistics_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::has_statistics, conformance_backends>::type;
+
+/// The persistent backends among those with statistics.
+using statistics_persistent_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::has_statistics, persistent_conformance_backends>::type;

@@ -72,14 +72,14 @@ TEMPLATE_LIST_TEST_CASE("conformance: a batch delivered but not committed goes t
     REQUIRE(producer.try_produce(std::vector<std::string>{"a", "b", "c", "d", "e"}));
     {
         auto consumer = queue.create_pull_consumer<std::string>(manual("replay", "g", 2));
-        CHECK(try_items(consumer) == std::vector<std::string>{"a", "b"});
+        CHECK(consumed_items(consumer, io) == std::vector<std::string>{"a", "b"});
         REQUIRE_FALSE(commit_now(consumer, io));
-        CHECK(try_items(consumer) == std::vector<std::string>{"c", "d"});  // never committed
+        CHECK(consumed_items(consumer, io) == std::vector<std::string>{"c", "d"});  // never committed
     }
     auto next = queue.create_pull_consumer<std::string>(manual("replay", "g", 2));
-    CHECK(try_items(next) == std::vector<std::string>{"c", "d"});
+    CHECK(consumed_items(next, io) == std::vector<std::string>{"c", "d"});
     REQUIRE_FALSE(commit_now(next, io));
-    CHECK(try_items(next) == std::vector<std::string>{"e"});
+    CHECK(consumed_items(next, io) == std::vector<std::string>{"e"});
 }
 
 TEMPLATE_LIST_TEST_CASE("conformance: auto commit commits each batch as it is pulled, so none is delivered again",
@@ -104,7 +104,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: auto commit commits each batch as it is pu
     }
     // Also the last batch pulled was committed before it was handed out (at-most-once).
     auto reopened = queue.create_pull_consumer<int>(manual("auto", "g", 2));
-    CHECK(try_items(reopened) == std::vector<int>{5, 6});
+    CHECK(consumed_items(reopened, io) == std::vector<int>{5, 6});
 }
 
 TEMPLATE_LIST_TEST_CASE("conformance: commit fails with nothing_to_commit or auto_commit_enabled and moves nothing",
@@ -122,7 +122,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: commit fails with nothing_to_commit or aut
     {
         auto consumer = queue.create_pull_consumer<int>(manual("errors", "g", 2));
         CHECK(commit_now(consumer, io) == bq::errc::nothing_to_commit);
-        CHECK(try_items(consumer) == std::vector<int>{1, 2});
+        CHECK(consumed_items(consumer, io) == std::vector<int>{1, 2});
         CHECK_FALSE(commit_now(consumer, io));
         CHECK(commit_now(consumer, io) == bq::errc::nothing_to_commit);
         // An awaited commit throws the same code.
@@ -137,22 +137,25 @@ TEMPLATE_LIST_TEST_CASE("conformance: commit fails with nothing_to_commit or aut
         REQUIRE(awaited);
         CHECK(*awaited == bq::errc::nothing_to_commit);
         // Nothing moved: the next batch follows the committed one.
-        CHECK(try_items(consumer) == std::vector<int>{3, 4});
+        CHECK(consumed_items(consumer, io) == std::vector<int>{3, 4});
     }
 
     SECTION("auto_commit_enabled on an auto-commit consumer, before and after a pull")
     {
         auto consumer = queue.create_pull_consumer<int>(automatic("errors", "g", 2));
         CHECK(commit_now(consumer, io) == bq::errc::auto_commit_enabled);
-        CHECK(try_items(consumer) == std::vector<int>{1, 2});
+        CHECK(consumed_items(consumer, io) == std::vector<int>{1, 2});
         CHECK(commit_now(consumer, io) == bq::errc::auto_commit_enabled);
-        CHECK(try_items(consumer) == std::vector<int>{3, 4});
+        CHECK(consumed_items(consumer, io) == std::vector<int>{3, 4});
     }
 }
 
 TEMPLATE_LIST_TEST_CASE("conformance: committed positions and data survive a new buffer_queue over the same backend",
-                        "[conformance][commit][persistence]", persistent_conformance_backends)
+                        "[conformance][commit][persistence]", immediate_persistent_conformance_backends)
 {
+    // Not over Kafka: it needs consumer i to own partition i at once, and Kafka's group protocol
+    // assigns the partitions seconds later, as its assignor decides (docs/kafka.md, "Pull
+    // consumers"); the next case checks the same over Kafka with one consumer.
     BUFFERQUEUE_CONFORMANCE_BACKEND();
     TestType backend;
     const conformance_topic<int> spec{.name = "durable", .partitions = 2, .partition_key = partition_by_block(100)};
@@ -182,6 +185,43 @@ TEMPLATE_LIST_TEST_CASE("conformance: committed positions and data survive a new
     // Producing goes on after what was stored.
     REQUIRE(queue.producer<int>("durable").try_produce(std::vector<int>{5, 103}));
     CHECK(drain(resumed, io) == std::map<std::size_t, std::vector<int>>{{0, {5}}, {1, {103}}});
+}
+
+TEMPLATE_LIST_TEST_CASE("conformance: a group resumes at its commit and a new group reads every stored item in a new "
+                        "buffer_queue",
+                        "[conformance][commit][persistence]", persistent_conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    const conformance_topic<int> spec{.name = "kept", .partitions = 1};
+    {
+        asio::io_context io;
+        bq::buffer_queue queue{io.get_executor()};
+        backend.add_topic(queue, spec);
+        auto consumer = queue.create_pull_consumer<int>(manual("kept", "g", 2));
+        // One awaited call (on Kafka: acknowledged by the broker, and fetched as one record batch, so
+        // the first consume finds all of it).
+        outcome produced;
+        queue.producer<int>("kept").produce(range(1, 6), produced.handler());
+        REQUIRE(run_until(io, [&] { return produced.code.has_value(); }));
+        REQUIRE_FALSE(*produced.code);
+        CHECK(consumed_items(consumer, io) == std::vector<int>{1, 2});
+        REQUIRE_FALSE(commit_now(consumer, io));
+        CHECK(consumed_items(consumer, io) == std::vector<int>{3, 4});  // delivered, not committed
+        consumer.close();
+    }
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, spec);
+    // The group resumes after its commit: the uncommitted batch comes again, then the rest.
+    auto resumed = queue.create_pull_consumer<int>(manual("kept", "g", 10));
+    CHECK(collect(resumed, io, 3) == std::map<std::size_t, std::vector<int>>{{0, {3, 4, 5}}});
+    // A group new in this run reads everything that was stored.
+    auto fresh = queue.create_pull_consumer<int>(manual("kept", "new", 10));
+    CHECK(collect(fresh, io, 5) == std::map<std::size_t, std::vector<int>>{{0, {1, 2, 3, 4, 5}}});
+    // Producing goes on after what was stored.
+    REQUIRE(queue.producer<int>("kept").try_produce(6));
+    CHECK(collect(resumed, io, 1) == std::map<std::size_t, std::vector<int>>{{0, {6}}});
 }
 
 TEMPLATE_LIST_TEST_CASE("conformance: a new buffer_queue over a non-persistent backend starts empty",

@@ -201,8 +201,12 @@ void produce_from_thread(bq::producer<int> producer, int source)
 
 TEMPLATE_LIST_TEST_CASE("conformance: concurrent producers and consumers on two threads deliver every item exactly "
                         "once per group",
-                        "[conformance][concurrency]", conformance_backends)
+                        "[conformance][concurrency]", immediate_conformance_backends)
 {
+    // Not over Kafka: the consumers check each batch against the partitions they own when they
+    // start, which Kafka's group protocol assigns seconds later; and the io_context threads cannot
+    // end after queue.close(), since Kafka group members keep waiting until their handles close
+    // (docs/kafka.md, "Pull consumers", Close). Nor could TSan run it (librdkafka's threads).
     BUFFERQUEUE_CONFORMANCE_BACKEND();
     TestType backend;
     asio::io_context io;

@@ -16,8 +16,11 @@ namespace ring_scan_conformance_test {
 using namespace conformance;
 
 TEMPLATE_LIST_TEST_CASE("conformance: a consumer pulls from every readable partition once per rotation",
-                        "[conformance][ring]", conformance_backends)
+                        "[conformance][ring]", immediate_conformance_backends)
 {
+    // Not over Kafka: it needs every partition readable from the first pull on, and a Kafka record is
+    // readable once the group member fetched it; the partitions are fetched independently, so the
+    // first rotation may find one not fetched yet (docs/kafka.md, "Pull consumers").
     BUFFERQUEUE_CONFORMANCE_BACKEND();
     const bool auto_commit = GENERATE(false, true);
     INFO("auto_commit " << auto_commit);

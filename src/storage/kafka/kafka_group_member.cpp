@@ -34,6 +34,22 @@ std::vector<std::int32_t> partitions_of(const rd_kafka_topic_partition_list_t* l
     return partitions;
 }
 
+/// The result of an offset commit: the broker's refusals that mean this member no longer owns the
+/// group's partitions as of the commit's generation (a rebalance in progress or done without it; the
+/// eager protocols revoke every partition then) are `errc::partition_revoked`, as the topic layer
+/// reports a batch of a revoked partition: its records go to the partition's next owner.
+/// Everything else as `kafka_error_code`.
+boost::system::error_code commit_error_code(rd_kafka_resp_err_t result) noexcept
+{
+    switch (result) {
+    case RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_ILLEGAL_GENERATION:
+    case RD_KAFKA_RESP_ERR_UNKNOWN_MEMBER_ID:
+    case RD_KAFKA_RESP_ERR_FENCED_INSTANCE_ID: return make_error_code(errc::partition_revoked);
+    default: return kafka_error_code(result);
+    }
+}
+
 class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
 public:
     group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
@@ -138,7 +154,7 @@ public:
             rd_kafka_commit_queue(client_, offsets, consumer_queue_, &group_member::on_commit, pending);
         rd_kafka_topic_partition_list_destroy(offsets);
         if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {  // not queued: the callback never runs
-            boost::asio::post(descriptor_.get_executor(), [pending, error = kafka_error_code(result)] {
+            boost::asio::post(descriptor_.get_executor(), [pending, error = commit_error_code(result)] {
                 (*pending)(error);
                 delete pending;
             });
@@ -154,7 +170,7 @@ public:
             result = offsets->elems[index].err;
         }
         rd_kafka_topic_partition_list_destroy(offsets);
-        return kafka_error_code(result);
+        return commit_error_code(result);
     }
 
     void close() noexcept override
@@ -212,7 +228,7 @@ private:
              ++index) {
             error = offsets->elems[index].err;
         }
-        (*done)(kafka_error_code(error));
+        (*done)(commit_error_code(error));
     }
 
     void report(rd_kafka_resp_err_t reason, std::int32_t partition) noexcept

@@ -294,4 +294,28 @@ TEST_CASE("a kafka consumer group created twice in one queue is group_exists, an
     CHECK(wide->code() == bq::errc::too_many_consumers);
 }
 
+TEST_CASE("a kafka commit the broker refuses because the group is rebalancing fails with partition_revoked",
+          "[kafka][slow]")
+{
+    // Its own cluster: the injected error must reach this test's commit only.
+    bq::kafka_mock_cluster cluster{1};
+    cluster.create_topic("rebalancing", 1);
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    bq::kafka_topic_options<int> options = options_for("rebalancing", 1);
+    options.bootstrap_servers = cluster.bootstrap_servers();
+    queue.add_topic(std::move(options));
+    auto producer = queue.producer<int>("rebalancing");
+    REQUIRE(produce_and_wait(producer, {1}, io) == boost::system::error_code());
+    auto consumer = queue.create_pull_consumer<int>({.topic = "rebalancing", .group = "g"});
+    const bq::batch<int> held = consume_one(io, consumer, std::chrono::seconds(20));
+    REQUIRE(held.size() == 1);
+    // What a commit meets while another member joins (seen in the conformance suite): the eager
+    // rebalance revokes every partition, so the batch goes to the next owner - partition_revoked,
+    // not an I/O error.
+    cluster.push_request_errors(bq::kafka_request::offset_commit, {27});  // REBALANCE_IN_PROGRESS
+    CHECK(commit_and_wait(io, consumer) == bq::errc::partition_revoked);
+    consumer.close();
+}
+
 }  // namespace kafka_consumer_test

@@ -1,0 +1,69 @@
+// The conformance fixture of Kafka topics (docs/kafka.md): every fixture object owns an in-process
+// mock cluster (librdkafka's, on loopback), so the suite's fixed topic and group names never meet
+// another test's, and a new buffer_queue over the same fixture object finds the data and the
+// committed offsets the brokers keep. Included by backend_fixtures.hpp only when the Kafka
+// component is built (BUFFERQUEUE_TEST_HAS_KAFKA) and the build is not a ThreadSanitizer build.
+#pragma once
+
+#include "conformance/conformance_topic.hpp"
+
+#include <bufferqueue/kafka.hpp>
+
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+
+struct kafka_backend {
+    static constexpr std::string_view name = "kafka";
+    /// Records and committed offsets live in the cluster, which outlives the buffer_queue.
+    static constexpr bool persistent = true;
+    /// Kafka topics have no bounded_capacity (docs/kafka.md, "Options").
+    static constexpr bool bounded = false;
+    /// Partitions arrive with the group's rebalance, seconds after the consumers are created, and a
+    /// record produced is readable once the member fetched it (docs/kafka.md, "Pull consumers":
+    /// "they start with no partitions"): the cases that read with try_consume right after creating
+    /// consumers or producing do not run over Kafka.
+    static constexpr bool immediate = false;
+    /// `queue.stats<T>()` of a Kafka topic lists no partitions or groups yet (docs/kafka.md, "Not
+    /// yet", Statistics).
+    static constexpr bool statistics = false;
+
+    /// One broker: the suite tests the client side; replication adds nothing here and every broker
+    /// costs threads and start-up time.
+    kafka_backend() : cluster_(1) {}
+
+    template <class T>
+    void add_topic(bufferqueue::buffer_queue& queue, const conformance_topic<T>& spec)
+    {
+        if (spec.bounded_capacity) {
+            throw std::invalid_argument("the kafka conformance fixture cannot bound topic '" + spec.name + "'");
+        }
+        if (created_.emplace(spec.name, spec.partitions).second) {
+            cluster_.create_topic(spec.name, spec.partitions);
+        }
+        queue.add_topic(bufferqueue::kafka_topic_options<T>{.name = spec.name,
+                                                            .partitions = spec.partitions,
+                                                            .bootstrap_servers = cluster_.bootstrap_servers(),
+                                                            .partition_key = spec.partition_key,
+                                                            .properties = client_properties()});
+    }
+
+private:
+    /// Keeps the clients quiet and the group protocol as quick as the mock allows: records fetched
+    /// within 10 ms, a short session so the mock's rebalances after the first join (about
+    /// session.timeout.ms - 1000) stay short, heartbeats often enough for it. The Kafka tests use
+    /// 6000 ms; 3000 cut the suite's Kafka instances from about 74 s to 66 s (a group's first join
+    /// still waits the mock's 3 s).
+    static std::map<std::string, std::string> client_properties()
+    {
+        return {{"log_level", "0"},
+                {"linger.ms", "1"},
+                {"fetch.wait.max.ms", "10"},
+                {"session.timeout.ms", "3000"},
+                {"heartbeat.interval.ms", "500"}};
+    }
+
+    bufferqueue::kafka_mock_cluster cluster_;
+    std::map<std::string, std::size_t> created_;  // topics created on cluster_: name -> partitions
+};
