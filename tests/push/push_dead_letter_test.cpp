@@ -54,7 +54,7 @@ using bq::test::run_until_then_stop;
 using bq::test::sink_log;
 using std::chrono::milliseconds;
 
-constexpr bq::retry_backoff quick{.initial = milliseconds(1), .multiplier = 1.0, .maximum = milliseconds(1)};
+constexpr bq::retry_backoff quick = bq::test::quick_backoff;
 
 /// The items of every batch a handler saw, in order.
 struct delivery_record {

@@ -70,7 +70,7 @@ struct delivery_record {
 
 using numbers_queue = bq::test::numbers_queue<delivery_record>;
 
-constexpr bq::retry_backoff quick{.initial = milliseconds(1), .multiplier = 1.0, .maximum = milliseconds(1)};
+constexpr bq::retry_backoff quick = bq::test::quick_backoff;
 constexpr bq::retry_backoff endless{
     .initial = milliseconds(600000), .multiplier = 1.0, .maximum = milliseconds(600000)};
 

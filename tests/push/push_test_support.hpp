@@ -3,6 +3,7 @@
 #pragma once
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/retry_backoff.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
@@ -28,6 +29,10 @@ namespace bufferqueue::test {
 
 /// How long a push test runs its io_context at most: a hang fails the test instead of CI.
 inline constexpr auto push_hang_guard = std::chrono::seconds(60);
+
+/// A 1 ms retry backoff, so retry tests run quickly.
+inline constexpr bufferqueue::retry_backoff quick_backoff{
+    .initial = std::chrono::milliseconds(1), .multiplier = 1.0, .maximum = std::chrono::milliseconds(1)};
 
 /// Collects what the error sink receives, one "topic|group|message|exception-or-none" line each.
 struct sink_log {

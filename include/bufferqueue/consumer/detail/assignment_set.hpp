@@ -4,6 +4,7 @@
 
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
+#include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -51,6 +52,16 @@ public:
 
     std::span<const entry> entries() const noexcept { return entries_; }
     const std::vector<std::size_t>& partitions() const noexcept { return partitions_; }
+
+    /// Items of these partitions their group has not committed (`lag_items` summed). Lock-free.
+    std::uint64_t lag() const noexcept
+    {
+        std::uint64_t total = 0;
+        for (const entry& each : entries_) {
+            total += lag_items(*each.storage, *each.cursor);
+        }
+        return total;
+    }
 
     bool contains(std::size_t partition) const noexcept
     {

@@ -4,6 +4,7 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
+#include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/storage/storage.hpp"
@@ -16,6 +17,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -173,6 +175,28 @@ public:
     {
         if (assignment_.reassigned()) {
             adopt_latest([this](std::size_t partition) { report_released(partition); });
+        }
+    }
+
+    /// On the reassigning thread, for a consumer with no operation in progress: adopts sets
+    /// published for it while `busy` is free, taking `busy` for each adoption (`try_adopt`);
+    /// appends the partitions let go to `released` (the caller hands them on, outside this call).
+    void adopt_while_idle(operation_flag& busy, std::vector<std::size_t>& released)
+    {
+        while (assignment_.reassigned() && busy.try_adopt()) {
+            adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
+            busy.end();
+        }
+    }
+
+    /// Right after an operation gave `busy` back: adopts a set published while it ran, as an
+    /// operation of its own, so the membership hears at once of the partitions let go (that may
+    /// take the group lock: an adoption never blocks). Gives way to any other holder of `busy`.
+    void adopt_between_operations(operation_flag& busy) noexcept
+    {
+        while (assignment_.reassigned() && busy.try_begin_once() == operation_flag::attempt::taken) {
+            adopt_if_reassigned();
+            busy.end();
         }
     }
 

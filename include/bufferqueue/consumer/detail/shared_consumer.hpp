@@ -156,11 +156,7 @@ public:
     }
     std::uint64_t lag() const override
     {
-        std::uint64_t total = 0;
-        for (const auto& each : reader_.assignment().latest()->entries()) {
-            total += lag_items(*each.storage, *each.cursor);
-        }
-        return total;
+        return reader_.assignment().latest()->lag();
     }
     const boost::asio::any_io_executor& default_executor() const noexcept override
     {
@@ -189,17 +185,13 @@ public:
     /// it when its operation scans again or ends, and reports them to its membership then.
     void reassign(set_pointer next, std::vector<std::size_t>& released)
     {
-        consumer_assignment<Partition>& assignment = reader_.assignment();
-        assignment.publish(std::move(next));
+        reader_.assignment().publish(std::move(next));
         // A parked consume re-registers with the new set: resumed like a wake-up.
         if (const std::shared_ptr<data_waiter> parked = data_arrived()) {
             parked->wake();
             return;
         }
-        while (assignment.reassigned() && busy_.try_adopt()) {
-            reader_.adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
-            busy_.end();
-        }
+        reader_.adopt_while_idle(busy_, released);
     }
 
 private:
@@ -353,12 +345,7 @@ private:
     void end_operation(bool handed_out_batch) noexcept
     {
         busy_.end();
-        // Adopting here reports released partitions to the membership (which may take the group
-        // lock), so it runs as an operation: an adoption must never block.
-        while (reader_.assignment().reassigned() && busy_.try_begin_once() == operation_flag::attempt::taken) {
-            reader_.adopt_if_reassigned();
-            busy_.end();
-        }
+        reader_.adopt_between_operations(busy_);
         if (!handed_out_batch && parked_.closed(std::memory_order_seq_cst)) {
             detach_if_idle();
         }
