@@ -117,7 +117,7 @@ std::vector<topic_stats> buffer_queue::stats() const
     snapshots.reserve(registered.size());
     for (const auto& topic : registered) {
         snapshots.push_back(topic->stats());
-        push_->add_counters(snapshots.back());
+        counters_.add_to(snapshots.back());
     }
     std::sort(snapshots.begin(), snapshots.end(), [](const topic_stats& left, const topic_stats& right) {
         return std::tie(left.topic, left.item_type) < std::tie(right.topic, right.item_type);

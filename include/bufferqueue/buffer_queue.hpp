@@ -5,6 +5,7 @@
 
 #include "bufferqueue/dead_letter.hpp"
 
+#include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
@@ -112,14 +113,20 @@ public:
     /// remove it again. Throws `bufferqueue::error`: `errc::too_many_consumers` (count 0 or above
     /// the partition count), `errc::group_exists` (a consumer of the group is open),
     /// `errc::invalid_argument` (empty or only-whitespace group, batch_size 0), `errc::io_error`
-    /// naming the partition and file, `errc::no_such_topic`, `errc::type_mismatch`, `errc::closed`.
+    /// naming the partition and file, `errc::no_such_topic`, `errc::type_mismatch` (both also for a
+    /// `dead_letter_topic` that names no topic of `dead_letter<T>`, naming that option), `errc::closed`.
     template <class T>
     std::vector<pull_consumer<T>> create_pull_consumers(const pull_consumer_options& options, std::size_t count)
     {
         validate(options);
+        const std::optional<bufferqueue::producer<dead_letter<T>>> dead_letters =
+            dead_letter_producer<T>(options.topic, options.group, options.dead_letter_topic);
         std::vector<pull_consumer<T>> consumers;
         for (auto& state : find<T>(options.topic)->create_consumers(options, count)) {
-            consumers.emplace_back(std::move(state));
+            consumers.emplace_back(std::move(state), dead_letters ? std::make_shared<detail::dead_letter_route<T>>(
+                                                                        *dead_letters, options.dead_letter_topic,
+                                                                        counters_of<T>(options.topic, options.group))
+                                                                  : nullptr);
         }
         return consumers;
     }
@@ -160,7 +167,7 @@ public:
     topic_stats stats(std::string_view topic) const
     {
         topic_stats snapshot = find<T>(topic)->stats();
-        push_->add_counters(snapshot);
+        counters_.add_to(snapshot);
         return snapshot;
     }
 
@@ -209,8 +216,9 @@ public:
         std::vector<detail::pending_push> pending;
         pending.push_back(detail::make_push_loops<item>(
             find<item>(subscription.topic), subscription, std::move(invoker),
-            std::is_invocable_v<Handler&, batch<item>, committer&>, executor_, dead_letter_producer<item>(subscription),
-            push_counters_of<item>(subscription)));
+            std::is_invocable_v<Handler&, batch<item>, committer&>, executor_,
+            dead_letter_producer<item>(subscription.topic, subscription.group, subscription.dead_letter_topic),
+            counters_of<item>(subscription.topic, subscription.group)));
         detail::register_push(*push_, pending);
     }
 
@@ -309,8 +317,11 @@ private:
                          find<detail::push_item<Consumers>>(push_subscription(Consumers::subscription).topic),
                          Consumers::subscription, std::move(invoker),
                          manual_commit_push_handler<Consumers, detail::push_item<Consumers>>, executor_,
-                         dead_letter_producer<detail::push_item<Consumers>>(Consumers::subscription),
-                         push_counters_of<detail::push_item<Consumers>>(Consumers::subscription))),
+                         dead_letter_producer<detail::push_item<Consumers>>(Consumers::subscription.topic,
+                                                                            Consumers::subscription.group,
+                                                                            Consumers::subscription.dead_letter_topic),
+                         counters_of<detail::push_item<Consumers>>(Consumers::subscription.topic,
+                                                                   Consumers::subscription.group))),
                      ...);
                 },
                 invokers);
@@ -321,28 +332,27 @@ private:
         detail::register_push(*push_, pending);
     }
 
-    // The statistics counters of the subscription's group (shared with earlier loops of it).
+    // The statistics counters of (topic, T, group), shared by its consumers.
     template <class T>
-    std::shared_ptr<detail::push_counters> push_counters_of(const push_subscription& subscription) const
+    std::shared_ptr<detail::group_counters> counters_of(std::string_view topic, std::string_view group)
     {
-        return push_->counters(std::string(subscription.topic), std::string(detail::readable_type_name<T>()),
-                               std::string(subscription.group));
+        return counters_.of(std::string(topic), std::string(detail::readable_type_name<T>()), std::string(group));
     }
 
-    // The producer of the subscription's dead-letter topic, if it names one; throws naming the
-    // option when no topic of `dead_letter<T>` has that name.
+    // The producer of a dead-letter topic of `dead_letter<T>`, if `dead_letter_topic` names one;
+    // throws naming topic, group and the option when no such topic is registered.
     template <class T>
     std::optional<bufferqueue::producer<dead_letter<T>>>
-    dead_letter_producer(const push_subscription& subscription) const
+    dead_letter_producer(std::string_view topic, std::string_view group, std::string_view dead_letter_topic) const
     {
-        if (subscription.dead_letter_topic.empty()) {
+        if (dead_letter_topic.empty()) {
             return std::nullopt;
         }
         try {
-            return bufferqueue::producer<dead_letter<T>>(find<dead_letter<T>>(subscription.dead_letter_topic));
+            return bufferqueue::producer<dead_letter<T>>(find<dead_letter<T>>(dead_letter_topic));
         } catch (const error& failure) {
-            throw error(static_cast<errc>(failure.code().value()), "topic '" + std::string(subscription.topic) +
-                                                                       "' group '" + std::string(subscription.group) +
+            throw error(static_cast<errc>(failure.code().value()), "topic '" + std::string(topic) + "' group '" +
+                                                                       std::string(group) +
                                                                        "': 'dead_letter_topic': " + failure.what());
         }
     }
@@ -361,6 +371,7 @@ private:
     // the queue reach a live pool, which refuses work once the destructor shut it down); mutex_.
     std::shared_ptr<detail::io_pool> blocking_pool_;
     const std::shared_ptr<detail::push_registry> push_ = std::make_shared<detail::push_registry>();
+    detail::group_counter_table counters_;          // thread-safe; the groups' push and dead-letter counts
     const std::unique_ptr<topic_context> context_;  // refers to this queue
 };
 

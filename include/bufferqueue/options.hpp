@@ -47,6 +47,11 @@ struct pull_consumer_options {
     bool auto_commit = false;
     /// Upper bound of items per batch, at least 1.
     std::size_t batch_size = 100;
+    /// Empty (default): a record that does not decode fails `consume()` with `errc::corrupt_data`
+    /// until `skip()` steps past it. Otherwise the name of a topic of `dead_letter<T>` registered
+    /// in the same queue: `consume()` sends such records there and goes on (see
+    /// `pull_consumer::consume`). Works under auto and manual commit.
+    std::string dead_letter_topic{};
 };
 
 }  // namespace bufferqueue

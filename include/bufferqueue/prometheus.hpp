@@ -36,8 +36,9 @@ namespace bufferqueue {
 ///   `topic_stats::produced`, `topic_stats::consumed`);
 /// - `bufferqueue_waiting_producers`, `bufferqueue_waiting_consumers` (gauges);
 /// - per group, its push consumers in this process (`group_stats::push_*`; 0 without any):
-///   `bufferqueue_push_failed_deliveries_total`, `bufferqueue_push_given_up_batches_total`,
-///   `bufferqueue_push_dead_letters_total` (counters).
+///   `bufferqueue_push_failed_deliveries_total`, `bufferqueue_push_given_up_batches_total`
+///   (counters), and the dead letters of its push and pull consumers (`group_stats::dead_letters`):
+///   `bufferqueue_dead_letters_total` (counter).
 /// Allocates; throws only `std::bad_alloc`. Thread-safe (a pure function).
 inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<topic_stats>& topics)
 {
@@ -75,8 +76,8 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
          "Batches the group's push consumers gave up on after max_attempts",
          MetricType::Counter,
          {}},
-        {"bufferqueue_push_dead_letters_total",
-         "Dead letters of the group's push consumers that the dead-letter topic acknowledged",
+        {"bufferqueue_dead_letters_total",
+         "Dead letters of the group's consumers that the dead-letter topic acknowledged",
          MetricType::Counter,
          {}},
     };
@@ -92,7 +93,7 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
         waiting_consumers,
         push_failed_deliveries,
         push_given_up_batches,
-        push_dead_letters
+        dead_letters
     };
     const auto sample = [&](family which, std::vector<prometheus::ClientMetric::Label> labels, double value) {
         prometheus::ClientMetric metric;
@@ -130,7 +131,7 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
                    static_cast<double>(group.push_failed_deliveries));
             sample(push_given_up_batches, with({{"group", group.name}}),
                    static_cast<double>(group.push_given_up_batches));
-            sample(push_dead_letters, with({{"group", group.name}}), static_cast<double>(group.push_dead_letters));
+            sample(dead_letters, with({{"group", group.name}}), static_cast<double>(group.dead_letters));
         }
         sample(produced, base, static_cast<double>(topic.produced));
         sample(consumed, base, static_cast<double>(topic.consumed));

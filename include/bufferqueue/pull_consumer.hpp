@@ -2,13 +2,21 @@
 #pragma once
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <cstddef>
+#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
@@ -36,8 +44,13 @@ class pull_consumer {
 public:
     using item_type = T;
 
-    /// Made by `buffer_queue::create_pull_consumers`.
-    explicit pull_consumer(std::shared_ptr<detail::consumer_base<T>> state) noexcept : state_(std::move(state)) {}
+    /// Made by `buffer_queue::create_pull_consumers`; `dead_letters` when the options name a
+    /// dead-letter topic.
+    explicit pull_consumer(std::shared_ptr<detail::consumer_base<T>> state,
+                           std::shared_ptr<detail::dead_letter_route<T>> dead_letters = nullptr) noexcept
+        : state_(std::move(state)), dead_letters_(std::move(dead_letters))
+    {
+    }
 
     pull_consumer(pull_consumer&&) noexcept = default;
 
@@ -46,6 +59,7 @@ public:
         if (this != &other) {
             close();
             state_ = std::move(other.state_);
+            dead_letters_ = std::move(other.dead_letters_);
         }
         return *this;
     }
@@ -65,15 +79,34 @@ public:
     /// batch size: the type-erased completion that parks the handler (about 120 bytes for
     /// `use_awaitable`), plus a 16-byte cancellation hook with Boost 1.77 or later; posting the
     /// resumption from a producer thread that runs no io_context lets Asio allocate its operation.
+    ///
+    /// With `pull_consumer_options::dead_letter_topic`, a record that does not decode never reaches
+    /// the caller: it becomes a `dead_letter<T>` (no item; its stored bytes, partition, offset and
+    /// the decode error) produced to that topic, and once that produce is acknowledged the consumer
+    /// steps past the record (`skip()`) and goes on consuming - so such a record is either in the
+    /// dead-letter topic or still unread, never neither. If the dead-letter produce fails, the
+    /// consume completes with the produce's error (`errc::queue_full`, `errc::io_error`, ...;
+    /// `last_error()` names the dead-letter topic) and the record stays where it was, to be routed
+    /// by the next consume. Should the step past it fail after the letter was acknowledged, the
+    /// next consume sends it again (a duplicate letter, never a lost record). A frame that fails its
+    /// checksum has no known end and still fails the consume with `errc::corrupt_data`. Such a
+    /// consume runs as a coroutine on the handler's executor (one allocation per consume); a
+    /// `cancel()` or `close()` while the letter is produced takes effect once that produce ends.
     template <class CompletionToken = default_completion_token>
     auto consume(CompletionToken&& token = default_completion_token())
     {
+        if (dead_letters_) {
+            return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
+                initiate_routed_consume{}, token, require_state(), dead_letters_);
+        }
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
             initiate_consume{}, token, require_state());
     }
 
     /// Takes the next batch if one is readable now; never waits. Throws `bufferqueue::error` where
-    /// `consume()` would complete with an error.
+    /// `consume()` would complete with an error. Does not route records that do not decode to a
+    /// dead-letter topic (that needs an asynchronous produce): it throws `errc::corrupt_data` as
+    /// without one; `unreadable_record()` and `skip()` step past such a record.
     std::optional<batch<T>> try_consume()
     {
         detail::consume_attempt<T> attempt = require_state()->begin_consume(false);
@@ -173,7 +206,17 @@ public:
     /// so read this in the handler (or after the `co_await` threw). Calls rejected at once with
     /// `errc::closed` or `errc::operation_in_progress` leave it unchanged. Thread-safe (takes a short
     /// lock); allocates the copy.
-    std::string last_error() const { return require_state()->last_error(); }
+    /// With a dead-letter topic, a consume that failed to produce a letter reports that here.
+    std::string last_error() const
+    {
+        if (dead_letters_) {
+            std::string routing = dead_letters_->failure();
+            if (!routing.empty()) {
+                return routing;
+            }
+        }
+        return require_state()->last_error();
+    }
 
     /// The topic read.
     const std::string& topic() const { return require_state()->topic_name(); }
@@ -251,6 +294,80 @@ private:
         }
     };
 
+    // A consume that sends the records that do not decode to the dead-letter topic (see `consume`).
+    static boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
+    routed_consume(std::shared_ptr<detail::consumer_base<T>> state, std::shared_ptr<detail::dead_letter_route<T>> route)
+    {
+        const std::string consumer =
+            "pull consumer of topic '" + state->topic_name() + "' group '" + state->group_name() + "'";
+        route->record({}, {}, consumer);
+        for (;;) {
+            boost::system::error_code consumed;
+            auto consume_token = boost::asio::redirect_error(boost::asio::use_awaitable, consumed);
+            batch<T> delivered = co_await boost::asio::async_initiate<decltype(consume_token),
+                                                                      void(boost::system::error_code, batch<T>)>(
+                initiate_consume{}, consume_token, state);
+            skipped_record record;
+            if (consumed != errc::corrupt_data || state->unreadable(record)) {
+                co_return std::tuple(consumed, std::move(delivered));
+            }
+            const std::string where = "the record at offset " + std::to_string(record.offset) + " of partition " +
+                                      std::to_string(record.partition);
+            boost::system::error_code produced;
+            co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
+                                              boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+            if (produced) {
+                route->record(produced,
+                              "sending " + where + ", which does not decode, to dead-letter topic '" +
+                                  route->dead_letter_topic() + "' failed (" + produced.message() +
+                                  "); the record stays unread",
+                              consumer);
+                co_return std::tuple(produced, batch<T>());
+            }
+            route->count_letter();
+            boost::system::error_code skipped;
+            auto skip_token = boost::asio::redirect_error(boost::asio::use_awaitable, skipped);
+            (void)co_await boost::asio::async_initiate<decltype(skip_token),
+                                                       void(boost::system::error_code, skipped_record)>(
+                initiate_skip{}, skip_token, state);
+            if (skipped) {
+                route->record(skipped,
+                              "stepping past " + where + " after its dead letter was acknowledged failed (" +
+                                  skipped.message() + "); the next consume sends it again",
+                              consumer);
+                co_return std::tuple(skipped, batch<T>());
+            }
+        }
+    }
+
+    struct initiate_routed_consume {
+        template <class Handler>
+        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state,
+                        std::shared_ptr<detail::dead_letter_route<T>> route) const
+        {
+            auto executor = boost::asio::get_associated_executor(handler, state->default_executor());
+            if (!route->try_begin()) {
+                boost::asio::post(executor, [handler = std::forward<Handler>(handler)]() mutable {
+                    std::move(handler)(make_error_code(errc::operation_in_progress), batch<T>());
+                });
+                return;
+            }
+            boost::asio::co_spawn(
+                executor, routed_consume(std::move(state), route),
+                [handler = std::forward<Handler>(handler), route,
+                 executor](std::exception_ptr failure, std::tuple<boost::system::error_code, batch<T>> result) mutable {
+                    route->end();
+                    if (failure) {  // only std::bad_alloc: every error is a code
+                        result = std::tuple(make_error_code(boost::asio::error::no_memory), batch<T>());
+                    }
+                    boost::asio::dispatch(executor,
+                                          [handler = std::move(handler), result = std::move(result)]() mutable {
+                                              std::apply(std::move(handler), std::move(result));
+                                          });
+                });
+        }
+    };
+
     struct initiate_commit {
         template <class Handler>
         void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
@@ -275,6 +392,7 @@ private:
     }
 
     std::shared_ptr<detail::consumer_base<T>> state_;
+    std::shared_ptr<detail::dead_letter_route<T>> dead_letters_;  // null without a dead-letter topic
 };
 
 }  // namespace bufferqueue

@@ -49,12 +49,14 @@ struct group_stats {
     /// append): always empty for now.
     std::optional<std::chrono::nanoseconds> oldest_uncommitted_age{};
     /// The group's push consumers in this process (0 without any), since their registration:
-    /// handler calls that failed (threw, or a per-batch factory did); batches given up after
-    /// `max_attempts`; dead letters the dead-letter topic acknowledged (items, and records that
-    /// did not decode). Counted as the push loops go, read without a lock.
+    /// handler calls that failed (threw, or a per-batch factory did), and batches given up after
+    /// `max_attempts`. Counted as the push loops go, read without a lock.
     std::uint64_t push_failed_deliveries = 0;
     std::uint64_t push_given_up_batches = 0;
-    std::uint64_t push_dead_letters = 0;
+    /// Dead letters a dead-letter topic acknowledged for the group's consumers in this process
+    /// (push and pull; 0 without a dead-letter topic): one per item of a given-up push batch and
+    /// one per record that did not decode. Read without a lock.
+    std::uint64_t dead_letters = 0;
 };
 
 /// A snapshot of one topic (`buffer_queue::stats`). Each number is read without a lock on the

@@ -40,30 +40,6 @@ void push_registry::add(std::vector<std::shared_ptr<push_loop_base>> loops, cons
     loops_.insert(loops_.end(), loops.begin(), loops.end());
 }
 
-std::shared_ptr<push_counters> push_registry::counters(const std::string& topic, const std::string& item_type,
-                                                       const std::string& group)
-{
-    std::lock_guard lock(mutex_);
-    std::shared_ptr<push_counters>& found = counters_[{topic, item_type, group}];
-    if (!found) {
-        found = std::make_shared<push_counters>();
-    }
-    return found;
-}
-
-void push_registry::add_counters(topic_stats& snapshot) const
-{
-    std::lock_guard lock(mutex_);
-    for (group_stats& group : snapshot.groups) {
-        const auto found = counters_.find(std::tie(snapshot.topic, snapshot.item_type, group.name));
-        if (found != counters_.end()) {
-            group.push_failed_deliveries += found->second->failed_deliveries.load(std::memory_order_relaxed);
-            group.push_given_up_batches += found->second->given_up_batches.load(std::memory_order_relaxed);
-            group.push_dead_letters += found->second->dead_letters.load(std::memory_order_relaxed);
-        }
-    }
-}
-
 void push_registry::start(const boost::asio::any_io_executor& executor)
 {
     std::vector<std::shared_ptr<push_loop_base>> starting;

@@ -91,7 +91,7 @@ TEST_CASE("the prometheus collector reports every topic's partitions, groups and
     CHECK(family_named(families, "bufferqueue_group_committed_items").metric.size() == 4);
     CHECK(family_named(families, "bufferqueue_waiting_consumers").metric.size() == 1);
     // Push counters per group: no push consumers here, so 0 for both groups.
-    const prometheus::MetricFamily& dead = family_named(families, "bufferqueue_push_dead_letters_total");
+    const prometheus::MetricFamily& dead = family_named(families, "bufferqueue_dead_letters_total");
     CHECK(dead.type == prometheus::MetricType::Counter);
     REQUIRE(dead.metric.size() == 2);
     CHECK(dead.metric[0].counter.value == 0);

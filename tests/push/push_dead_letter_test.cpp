@@ -138,13 +138,13 @@ TEST_CASE("push dead letters: a batch that failed max_attempts times goes to the
     REQUIRE(groups.size() == 1);
     CHECK(groups.front().push_failed_deliveries == 2);
     CHECK(groups.front().push_given_up_batches == 1);
-    CHECK(groups.front().push_dead_letters == 5);
+    CHECK(groups.front().dead_letters == 5);
     const auto all = fixture.queue.stats();  // the same through the all-topics snapshot
     const auto numbers =
         std::find_if(all.begin(), all.end(), [](const bq::topic_stats& each) { return each.topic == "numbers"; });
     REQUIRE(numbers != all.end());
     REQUIRE(numbers->groups.size() == 1);
-    CHECK(numbers->groups.front().push_dead_letters == 5);
+    CHECK(numbers->groups.front().dead_letters == 5);
     // Two failed attempts and one report that the batch was dead-lettered.
     REQUIRE(fixture.errors.size() == 3);
     CHECK(missing_from(fixture.errors.lines.back(), {"numbers|work|", "partition 0", "5 items", "failed 2 times",

@@ -6,6 +6,7 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
@@ -50,7 +51,7 @@ public:
     /// `producer` writes to the dead-letter topic; `topic` and `group` are the loop's, whose
     /// `counters` count the letters acknowledged.
     dead_letter_sender(producer<dead_letter<T>> producer, std::string topic, std::string group,
-                       std::shared_ptr<push_counters> counters)
+                       std::shared_ptr<group_counters> counters)
         : producer_(std::move(producer)), topic_(std::move(topic)), group_(std::move(group)),
           counters_(std::move(counters))
     {
@@ -115,7 +116,7 @@ private:
     producer<dead_letter<T>> producer_;
     const std::string topic_;
     const std::string group_;
-    const std::shared_ptr<push_counters> counters_;
+    const std::shared_ptr<group_counters> counters_;
 };
 
 }  // namespace bufferqueue::detail

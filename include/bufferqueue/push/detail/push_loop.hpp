@@ -6,6 +6,7 @@
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
@@ -54,7 +55,7 @@ public:
     /// `dead_letters`: where a given-up batch goes (manual commit, `max_attempts` > 0), or nothing.
     push_loop(pull_consumer<T> consumer, push_invoker<T> invoker, bool manual_commit,
               boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff,
-              std::optional<producer<dead_letter<T>>> dead_letters, std::shared_ptr<push_counters> counters)
+              std::optional<producer<dead_letter<T>>> dead_letters, std::shared_ptr<group_counters> counters)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
           invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
           max_attempts_(max_attempts), backoff_(backoff), counters_(std::move(counters))
@@ -354,7 +355,7 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
-    const std::shared_ptr<push_counters> counters_;      // the group's, for its statistics
+    const std::shared_ptr<group_counters> counters_;     // the group's, for its statistics
     std::optional<dead_letter_sender<T>> dead_letters_;  // used by the loop's coroutine only
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;

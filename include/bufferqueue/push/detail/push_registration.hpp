@@ -149,7 +149,7 @@ template <class T>
 pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_subscription& subscription,
                              push_invoker<T> invoker, bool manual_commit, const boost::asio::any_io_executor& executor,
                              std::optional<producer<dead_letter<T>>> dead_letters,
-                             std::shared_ptr<push_counters> counters)
+                             std::shared_ptr<group_counters> counters)
 {
     if (dead_letters) {
         const std::string where =

@@ -6,20 +6,16 @@
 
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/push_consumer.hpp"
-#include "bufferqueue/stats.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
 
 #include <atomic>
 #include <cstddef>
-#include <cstdint>
 #include <exception>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
-#include <tuple>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -44,14 +40,6 @@ protected:
     push_loop_base() = default;
 };
 
-/// What the push loops of one group did, for `group_stats` (see its `push_*` fields). Thread-safe:
-/// relaxed atomics, one increment per failure or dead-letter produce, never per delivered item.
-struct push_counters {
-    std::atomic<std::uint64_t> failed_deliveries{0};
-    std::atomic<std::uint64_t> given_up_batches{0};
-    std::atomic<std::uint64_t> dead_letters{0};
-};
-
 /// The push consumers of one queue: their loops, start/stop state and the error sink. Shared by the
 /// registry and every running loop, so loops never reference the `buffer_queue`. Thread-safe.
 class push_registry : public std::enable_shared_from_this<push_registry> {
@@ -73,12 +61,6 @@ public:
     /// persistent topic's pull would go to the queue's I/O threads.
     bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 
-    /// The counters of (topic, item type, group), made on first use; shared by its loops.
-    std::shared_ptr<push_counters> counters(const std::string& topic, const std::string& item_type,
-                                            const std::string& group);
-    /// Adds the counters of every group in `snapshot` that has push loops. Allocates nothing.
-    void add_counters(topic_stats& snapshot) const;
-
     void set_error_sink(push_error_sink sink);
     /// Reports the exception being handled (call inside a catch block). Never throws.
     void report(const std::string& topic, const std::string& group) noexcept;
@@ -96,8 +78,6 @@ private:
     std::vector<std::unique_ptr<pending_completion<>>> stop_waiters_;
     std::shared_ptr<const push_error_sink> sink_;  // null: the default sink
     std::atomic<bool> closed_{false};
-    // By (topic, item type, group); guarded by mutex_ (registration and stats only).
-    std::map<std::tuple<std::string, std::string, std::string>, std::shared_ptr<push_counters>, std::less<>> counters_;
 };
 
 }  // namespace bufferqueue::detail

@@ -1,0 +1,77 @@
+// Internal: a pull consumer's dead-letter topic (`pull_consumer_options::dead_letter_topic`) - where
+// its records that do not decode go before the consumer steps past them.
+#pragma once
+
+#include "bufferqueue/detail/config.hpp"
+
+#include "bufferqueue/consumer/detail/last_error.hpp"
+#include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/detail/group_counters.hpp"
+#include "bufferqueue/producer.hpp"
+#include "bufferqueue/skipped_record.hpp"
+
+#include <boost/system/error_code.hpp>
+
+#include <atomic>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace bufferqueue::detail {
+
+/// One pull consumer's route to its dead-letter topic: the producer, the group's counters, and the
+/// consumer's routed `consume()` in progress. Thread-safe as documented per member.
+template <class T>
+class dead_letter_route {
+public:
+    /// `dead_letters` writes to the topic named `dead_letter_topic`; `counters` are the group's.
+    dead_letter_route(producer<dead_letter<T>> dead_letters, std::string dead_letter_topic,
+                      std::shared_ptr<group_counters> counters)
+        : producer_(std::move(dead_letters)), dead_letter_topic_(std::move(dead_letter_topic)),
+          counters_(std::move(counters))
+    {
+    }
+
+    /// Claims the consumer's routed consume; false while another one runs. Thread-safe.
+    bool try_begin() noexcept { return !busy_.exchange(true, std::memory_order_acq_rel); }
+    /// Ends the claim of `try_begin`. Thread-safe.
+    void end() noexcept { busy_.store(false, std::memory_order_release); }
+
+    /// The producer of the dead-letter topic (for the claiming consume only).
+    producer<dead_letter<T>>& letters() noexcept { return producer_; }
+    const std::string& dead_letter_topic() const noexcept { return dead_letter_topic_; }
+
+    /// The letter of `record` of `topic`, which did not decode with `error`. Allocates.
+    static dead_letter<T> letter_for(const std::string& topic, const skipped_record& record, std::string error)
+    {
+        return {.item = std::nullopt,
+                .payload = record.payload,
+                .topic = topic,
+                .partition = record.partition,
+                .offset = record.offset,
+                .attempts = 1,
+                .error = std::move(error)};
+    }
+
+    /// Counts one acknowledged letter in the group's statistics. Thread-safe, lock-free.
+    void count_letter() noexcept { counters_->dead_letters.fetch_add(1, std::memory_order_relaxed); }
+
+    /// Records how the claiming consume's routing ended (nothing, or `error` with `detail`) for
+    /// `pull_consumer::last_error`. For the claiming consume only; never throws.
+    void record(const boost::system::error_code& error, const std::string& detail, const std::string& consumer) noexcept
+    {
+        failure_.record(error, detail, [&] { return consumer; });
+    }
+    /// What the latest routing failed on; empty when it did not. Thread-safe; allocates the copy.
+    std::string failure() const { return failure_.text(); }
+
+private:
+    producer<dead_letter<T>> producer_;
+    const std::string dead_letter_topic_;
+    const std::shared_ptr<group_counters> counters_;
+    std::atomic<bool> busy_{false};  // a routed consume is in progress
+    last_error_record failure_;
+};
+
+}  // namespace bufferqueue::detail
