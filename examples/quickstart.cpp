@@ -7,6 +7,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
@@ -25,7 +26,7 @@ struct order {
 };
 
 constexpr int producer_threads = 3;
-constexpr int orders_per_thread = 1'000;
+constexpr int orders_per_thread = 100'000;
 constexpr int total_orders = producer_threads * orders_per_thread;
 
 // A consumer loop ends when the queue closes: a waiting consume() completes with operation_aborted,
@@ -111,6 +112,7 @@ int main(int argc, char** argv)
 
     // Producers on several threads share one producer handle per topic.
     bq::producer<std::string> audit = queue.producer<std::string>("audit");
+    const auto started = std::chrono::steady_clock::now();
     std::vector<std::thread> producers;
     for (int thread = 0; thread < producer_threads; ++thread) {
         producers.emplace_back([&, thread] {
@@ -131,7 +133,23 @@ int main(int argc, char** argv)
     for (auto& producer : producers) {
         producer.join();
     }
-    runner.join();
+    const auto produced = std::chrono::steady_clock::now();
+    runner.join();  // the consumers' loops end once billing has every order (queue.close())
+    const auto consumed = std::chrono::steady_clock::now();
+    const auto per_second = [&](auto finished) {
+        const double seconds = std::chrono::duration<double>(finished - started).count();
+        return seconds > 0 ? total_orders / seconds / 1e6 : 0.0;
+    };
+    const auto milliseconds = [&](auto finished) {
+        return std::chrono::duration<double, std::milli>(finished - started).count();
+    };
+
+    std::printf("quickstart: produced %d orders from %d threads in %.1f ms (%.1f million orders/s)\n", total_orders,
+                producer_threads, milliseconds(produced), per_second(produced));
+    std::printf("quickstart: billing (manual commit) consumed %d orders in %d batches in %.1f ms (%.1f million "
+                "orders/s), revenue %.0f\n",
+                billed.load(), batches.load(), milliseconds(consumed), per_second(consumed), revenue);
+    std::printf("quickstart: audit-log (auto commit) consumed %d lines\n", audited);
 
     // [readme:stats]
     // Lag and depth, in items, for any backend; a snapshot that never blocks producers.
@@ -142,10 +160,6 @@ int main(int argc, char** argv)
     }
     // [readme:stats-end]
 
-    std::printf("quickstart: produced %d orders from %d threads\n", total_orders, producer_threads);
-    std::printf("quickstart: billing (manual commit) consumed %d orders in %d batches, revenue %.0f\n", billed.load(),
-                batches.load(), revenue);
-    std::printf("quickstart: audit-log (auto commit) consumed %d lines\n", audited);
     const bool complete = billed.load() == total_orders && revenue == total_orders &&
                           stats.produced == static_cast<std::uint64_t>(total_orders) && stats.groups.size() == 1 &&
                           stats.groups[0].lag == 0;
