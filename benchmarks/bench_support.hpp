@@ -12,6 +12,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <string>
 #include <thread>
@@ -120,6 +121,21 @@ private:
     alignas(64) std::atomic<std::size_t> finished_{0};
     std::atomic<bool> stopping_{false};
 };
+
+/// The physical limit of moving the workload (issue 16's moonshot): one memcpy of the 8,192 ints
+/// (32 KiB) into a buffer. Manual time.
+inline void copy_limit(benchmark::State& state)
+{
+    const std::vector<int>& items = messages();
+    std::vector<int> target(items.size());
+    for (auto _ : state) {
+        const auto start = std::chrono::steady_clock::now();
+        std::memcpy(target.data(), items.data(), items.size() * sizeof(int));
+        benchmark::ClobberMemory();
+        state.SetIterationTime(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+    }
+    state.SetItemsProcessed(static_cast<std::int64_t>(state.iterations()) * static_cast<std::int64_t>(items.size()));
+}
 
 /// Items per second for `per_iteration` items moved in each iteration.
 inline void set_items(benchmark::State& state, std::size_t per_iteration)

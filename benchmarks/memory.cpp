@@ -85,6 +85,8 @@ enum class peer_produce {
     moodycamel_enqueue,
     moodycamel_token_enqueue,
     moodycamel_enqueue_bulk,
+    moodycamel_best_token_enqueue,  // constructed with capacity, producer tokens (issue 16)
+    moodycamel_best_enqueue_bulk,   // the same, enqueue_bulk with the token
     tbb_push,
     mutex_deque_item,
     mutex_deque_chunk,
@@ -93,7 +95,10 @@ enum class peer_produce {
 
 void produce_peer(benchmark::State& state, std::size_t threads, peer_produce kind)
 {
-    moodycamel::ConcurrentQueue<int> moodycamel_queue;
+    const bool best =
+        kind == peer_produce::moodycamel_best_token_enqueue || kind == peer_produce::moodycamel_best_enqueue_bulk;
+    moodycamel::ConcurrentQueue<int> moodycamel_queue(best ? message_count * 4
+                                                           : 6 * moodycamel::ConcurrentQueueDefaultTraits::BLOCK_SIZE);
     std::vector<std::unique_ptr<moodycamel::ProducerToken>> tokens;
     for (std::size_t i = 0; i < threads; ++i) {
         tokens.push_back(std::make_unique<moodycamel::ProducerToken>(moodycamel_queue));
@@ -122,6 +127,14 @@ void produce_peer(benchmark::State& state, std::size_t threads, peer_produce kin
             break;
         case peer_produce::moodycamel_enqueue_bulk:
             moodycamel_queue.enqueue_bulk(items.data() + first, last - first);
+            break;
+        case peer_produce::moodycamel_best_token_enqueue:
+            for (std::size_t i = first; i < last; ++i) {
+                moodycamel_queue.enqueue(*tokens[index], items[i]);
+            }
+            break;
+        case peer_produce::moodycamel_best_enqueue_bulk:
+            moodycamel_queue.enqueue_bulk(*tokens[index], items.data() + first, last - first);
             break;
         case peer_produce::tbb_push:
             for (std::size_t i = first; i < last; ++i) {
@@ -158,6 +171,8 @@ void produce_peer(benchmark::State& state, std::size_t threads, peer_produce kin
         case peer_produce::moodycamel_enqueue:
         case peer_produce::moodycamel_token_enqueue:
         case peer_produce::moodycamel_enqueue_bulk:
+        case peer_produce::moodycamel_best_token_enqueue:
+        case peer_produce::moodycamel_best_enqueue_bulk:
             while (std::size_t taken = moodycamel_queue.try_dequeue_bulk(buffer.data(), buffer.size())) {
                 drained += taken;
             }
@@ -482,6 +497,8 @@ void register_all()
             {"produce/single/tbb_push", peer_produce::tbb_push},
             {"produce/single/mutex_deque_item", peer_produce::mutex_deque_item},
             {"produce/batch/moodycamel_enqueue_bulk", peer_produce::moodycamel_enqueue_bulk},
+            {"produce/single/moodycamel_best_token_enqueue", peer_produce::moodycamel_best_token_enqueue},
+            {"produce/batch/moodycamel_best_enqueue_bulk", peer_produce::moodycamel_best_enqueue_bulk},
             {"produce/batch/mutex_deque_chunk", peer_produce::mutex_deque_chunk},
 #if BUFFERQUEUE_BENCH_HAS_CHANNEL
             {"produce/single/asio_channel_try_send", peer_produce::channel_try_send},
@@ -526,6 +543,7 @@ void register_all()
             benchmark::RegisterBenchmark(("scale/groups:" + std::to_string(groups)).c_str(), scale_groups, groups));
     }
 
+    configure(benchmark::RegisterBenchmark("limit/memcpy_32KiB", bq::bench::copy_limit));
     benchmark::RegisterBenchmark("memory/pending_1M_ints", pending_million_ints)->Iterations(1)->Repetitions(1);
 }
 

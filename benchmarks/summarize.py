@@ -86,11 +86,13 @@ def comparisons(results):
             groups.append((f"Produce, single items, {count} producer threads, {mode}",
                            f"produce/single/bufferqueue_{mode}{s}",
                            [f"produce/single/{peer}{s}" for peer in
-                            ("moodycamel_enqueue", "moodycamel_token_enqueue", "mutex_deque_item", "tbb_push",
-                             "asio_channel_try_send")]))
+                            ("moodycamel_enqueue", "moodycamel_token_enqueue", "moodycamel_best_token_enqueue",
+                             "mutex_deque_item", "tbb_push", "asio_channel_try_send")]))
             groups.append((f"Produce, each thread's chunk as one batch, {count} producer threads, {mode}",
                            f"produce/batch/bufferqueue_{mode}{s}",
-                           [f"produce/batch/{peer}{s}" for peer in ("moodycamel_enqueue_bulk", "mutex_deque_chunk")]))
+                           [f"produce/batch/{peer}{s}" for peer in
+                            ("moodycamel_enqueue_bulk", "moodycamel_best_enqueue_bulk", "mutex_deque_chunk")]
+                           + ["limit/memcpy_32KiB"]))
     if c:
         for batch in (1, 10, 100, 1000):
             peers = (("moodycamel_try_dequeue", "mutex_deque_item", "tbb_try_pop", "asio_channel_try_receive")
@@ -98,6 +100,16 @@ def comparisons(results):
             groups.append((f"Consume, batch {batch}, {c} consumers over {c} partitions, auto commit",
                            f"consume/bufferqueue/batch:{batch}/c:{c}",
                            [f"consume/{peer}/batch:{batch}/c:{c}" for peer in peers]))
+    for name in sorted(n for n in results if n.startswith("user/awaited_consume/bufferqueue/")):
+        shape = name.split("/", 3)[3]
+        groups.append((f"co_await consume(), consumers parked when the round starts, {shape}", name,
+                       [f"user/awaited_consume/moodycamel_blocking_best/{shape}", "user/limit/memcpy_32KiB"]))
+    for name in sorted(n for n in results if n.startswith("user/fresh_batch_produce/bufferqueue/")):
+        shape = name.rsplit("/", 1)[1]
+        groups.append((f"Batch produce into a topic just created, {shape}", name,
+                       [f"user/fresh_batch_produce/moodycamel_best_enqueue_bulk/{shape}", "user/limit/memcpy_32KiB"]))
+    groups.append(("The seed's shape: 12 single-item producers, 12 awaiting consumers, 12 partitions",
+                   "user/seed_shape/bufferqueue/p:12/c:12", ["user/seed_shape/moodycamel_blocking_best/p:12/c:12"]))
     groups.append(("Wake-up: produce -> suspended consumer resumes (mean of iterations; p50/p99 in counters)",
                    "wakeup/bufferqueue", ["wakeup/asio_post"]))
     groups.append(("mmap produce, 64-byte records, raw serializer, per record", "mmap/produce/batch_1000",
@@ -251,6 +263,53 @@ def targets(results):
         target(status, "16.3b", "per-item cost at 1,000 groups within 2x of 10 groups",
                f"{1e9 / ten:.0f} ns per item and group at 10 groups, {1e9 / thousand:.0f} ns at 1,000 = "
                f"{fmt(ratio)}", ratio <= 2)
+    # Issue 16, section 1: each peer at its best, on the path users run.
+    def user_targets():
+        limit, user_limit = time_of(results, "limit/memcpy_32KiB"), time_of(results, "user/limit/memcpy_32KiB")
+        parts, met = [], True
+        for batch in (1000, 100):
+            shape = f"batch:{batch}/c:{c}" if c else None
+            ratio = speedup(f"user/awaited_consume/bufferqueue/{shape}",
+                            f"user/awaited_consume/moodycamel_blocking_best/{shape}") if shape else None
+            parts.append(f"batch {batch}: {fmt(ratio)}")
+            met = met and at_least(ratio, 2.5)
+        target(status, "16.1a", "co_await consume() at batch 1000 and 100 >= 2.5x faster than moodycamel's best bulk "
+               "dequeue (blocking queue, capacity, tokens)", "; ".join(parts), met)
+        if p:
+            s = f"/p:{p}"
+            warm = speedup(f"produce/batch/bufferqueue_unbounded{s}", f"produce/batch/moodycamel_best_enqueue_bulk{s}")
+            fresh = speedup(f"user/fresh_batch_produce/bufferqueue{s}",
+                            f"user/fresh_batch_produce/moodycamel_best_enqueue_bulk{s}")
+            target(status, "16.1b", "batch produce >= 3x faster than moodycamel's best enqueue_bulk (capacity, "
+                   "token), fresh and warm topics", f"warm {fmt(warm)}; fresh {fmt(fresh)}",
+                   at_least(warm, 3) and at_least(fresh, 3))
+        parts, met = [], True
+        for count in thread_counts(results, "produce"):
+            s = f"/p:{count}"
+            ratio = speedup(f"produce/single/moodycamel_best_token_enqueue{s}", f"produce/single/bufferqueue_unbounded{s}")
+            parts.append(f"{count} threads: {fmt(ratio)} its time")
+            met = met and ratio is not None and ratio <= 2
+        target(status, "16.1c", "single-item produce within 2x of moodycamel with tokens (capacity reserved), at 2 "
+               "and 12 producer threads", "; ".join(parts), met)
+        parts, met = [], True
+        for count in thread_counts(results, "produce"):
+            s = f"/p:{count}"
+            ratio = speedup(f"produce/single/bufferqueue_unbounded{s}", f"produce/single/bufferqueue_bounded{s}")
+            parts.append(f"{count} threads: {fmt(ratio)} the unbounded time")
+            met = met and ratio is not None and ratio <= 1.5
+        target(status, "16.1d", "single-item produce on a bounded topic within 1.5x of unbounded", "; ".join(parts),
+               met)
+        if p and limit and user_limit and c:
+            batch_time = time_of(results, f"produce/batch/bufferqueue_unbounded/p:{p}")
+            consume_time = time_of(results, f"user/awaited_consume/bufferqueue/batch:1000/c:{c}")
+            produce_ratio = batch_time / limit if batch_time else None
+            consume_ratio = consume_time / user_limit if consume_time else None
+            target(status, "16.1e", "moonshot: batch produce and co_await consume() at batch 1000 within 5x of a "
+                   "memcpy of the 32 KiB", f"memcpy {limit:.2f} us; batch produce {fmt(produce_ratio)} its time; "
+                   f"co_await consume {fmt(consume_ratio)} (memcpy {user_limit:.2f} us in that binary)",
+                   produce_ratio is not None and produce_ratio <= 5 and consume_ratio is not None and consume_ratio <= 5)
+
+    user_targets()
     return status
 
 

@@ -1,0 +1,305 @@
+// Issue 16, section 1: the paths users run, beside each peer at its best, in one binary so the
+// ratios come from one run with interleaved repetitions.
+// - `co_await consume()`: consumer coroutines already parked on io_context threads when a round
+//   starts; the round produces the 8,192 ints as one batch and ends when the last one was seen.
+//   The peer: moodycamel::BlockingConcurrentQueue (its waiting consumer) constructed with capacity,
+//   a producer token, a consumer token per thread, `wait_dequeue_bulk`.
+// - batch produce into a topic just created (segments not yet allocated), against enqueue_bulk with
+//   a producer token into a moodycamel queue just constructed with capacity.
+// - the seed's shape: 12 producers and 12 consumers over 12 partitions (oversubscribed here).
+// - the physical limit: memcpy of the 32 KiB.
+#include "bufferqueue/bufferqueue.hpp"
+
+#include "bench_support.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <concurrentqueue/blockingconcurrentqueue.h>
+#include <concurrentqueue/concurrentqueue.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <span>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace bq = bufferqueue;
+using bq::bench::message_count;
+using bq::bench::messages;
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+/// Counts the items seen in a round; the thread that sees the last one records the time and wakes
+/// the waiting main thread (which sleeps in `std::atomic::wait`: no spinning thread beside the
+/// measured ones).
+struct round_tally {
+    explicit round_tally(std::size_t expected) : expected_(expected) {}
+
+    void start()
+    {
+        seen_.store(0, std::memory_order_relaxed);
+        finished_.store(false, std::memory_order_relaxed);
+        started_ = clock_type::now();
+    }
+
+    void add(std::size_t count)
+    {
+        if (seen_.fetch_add(count, std::memory_order_acq_rel) + count == expected_) {
+            ended_ = clock_type::now();
+            finished_.store(true, std::memory_order_release);
+            finished_.notify_one();
+        }
+    }
+
+    /// Waits for the round's end; its duration in seconds.
+    double wait()
+    {
+        finished_.wait(false, std::memory_order_acquire);
+        return std::chrono::duration<double>(ended_ - started_).count();
+    }
+
+    std::size_t seen() const { return seen_.load(std::memory_order_acquire); }
+
+private:
+    const std::size_t expected_;
+    alignas(64) std::atomic<std::size_t> seen_{0};
+    std::atomic<bool> finished_{false};
+    clock_type::time_point started_{};
+    clock_type::time_point ended_{};  // written before finished_ is released
+};
+
+/// `co_await consume()` rounds: `consumers` consumers of one group over as many partitions, each
+/// looping in a coroutine on its own io_context thread; `producers` threads produce the round
+/// (`single`: one item per call, else each thread's chunk as one span). Auto commit.
+void awaited_bufferqueue(benchmark::State& state, std::size_t producers, std::size_t consumers, std::size_t batch_size,
+                         bool single)
+{
+    std::vector<std::unique_ptr<boost::asio::io_context>> contexts;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        contexts.push_back(std::make_unique<boost::asio::io_context>(1));
+    }
+    bq::buffer_queue queue(contexts.front()->get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{.name = "awaited", .partitions = consumers});
+    bq::producer<int> producer = queue.producer<int>("awaited");
+    std::vector<bq::pull_consumer<int>> group = queue.create_pull_consumers<int>(
+        {.topic = "awaited", .group = "drain", .auto_commit = true, .batch_size = batch_size}, consumers);
+    round_tally tally(message_count);
+    std::vector<std::thread> threads;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        boost::asio::co_spawn(
+            *contexts[index],
+            [&consumer = group[index], &tally]() -> boost::asio::awaitable<void> {
+                for (;;) {
+                    bq::batch<int> delivered = co_await consumer.consume();
+                    long long sum = 0;
+                    for (int value : delivered) {
+                        sum += value;
+                    }
+                    benchmark::DoNotOptimize(sum);
+                    tally.add(delivered.size());
+                }
+            },
+            boost::asio::detached);
+        threads.emplace_back([&context = *contexts[index]] { context.run(); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every loop parked in consume()
+    const std::vector<int>& items = messages();
+    bq::bench::team crew(producers);
+    auto produce = [&](std::size_t index) {
+        const auto [first, last] = bq::bench::chunk_of(index, producers);
+        if (!single) {
+            producer.try_produce(std::span<const int>(items.data() + first, last - first));
+            return;
+        }
+        for (std::size_t i = first; i < last; ++i) {
+            producer.try_produce(items[i]);
+        }
+    };
+    for (auto _ : state) {
+        tally.start();
+        if (producers == 1) {
+            produce(0);
+        } else {
+            crew.run(produce);
+        }
+        state.SetIterationTime(tally.wait());
+        if (tally.seen() != message_count) {
+            state.SkipWithError("the consumers did not see all 8,192 items");
+            break;
+        }
+    }
+    queue.close();  // ends every loop: a parked consume completes with operation_aborted
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    bq::bench::set_items(state, message_count);
+}
+
+/// The same rounds over moodycamel::BlockingConcurrentQueue at its best: constructed with capacity,
+/// producer tokens, a consumer token per consumer thread, `wait_dequeue_bulk` of `batch_size`.
+void awaited_moodycamel(benchmark::State& state, std::size_t producers, std::size_t consumers, std::size_t batch_size,
+                        bool single)
+{
+    moodycamel::BlockingConcurrentQueue<int> queue(message_count * 4);
+    std::vector<std::unique_ptr<moodycamel::ProducerToken>> tokens;
+    for (std::size_t index = 0; index < producers; ++index) {
+        tokens.push_back(std::make_unique<moodycamel::ProducerToken>(queue));
+    }
+    round_tally tally(message_count);
+    std::atomic<bool> stopping{false};
+    std::vector<std::thread> threads;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        threads.emplace_back([&, batch_size] {
+            moodycamel::ConsumerToken token(queue);
+            std::vector<int> buffer(batch_size);
+            while (!stopping.load(std::memory_order_acquire)) {
+                const std::size_t taken =
+                    queue.wait_dequeue_bulk_timed(token, buffer.data(), batch_size, std::chrono::milliseconds(50));
+                long long sum = 0;
+                for (std::size_t i = 0; i < taken; ++i) {
+                    sum += buffer[i];
+                }
+                benchmark::DoNotOptimize(sum);
+                if (taken > 0) {
+                    tally.add(taken);
+                }
+            }
+        });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    const std::vector<int>& items = messages();
+    bq::bench::team crew(producers);
+    auto produce = [&](std::size_t index) {
+        const auto [first, last] = bq::bench::chunk_of(index, producers);
+        if (!single) {
+            queue.enqueue_bulk(*tokens[index], items.data() + first, last - first);
+            return;
+        }
+        for (std::size_t i = first; i < last; ++i) {
+            queue.enqueue(*tokens[index], items[i]);
+        }
+    };
+    for (auto _ : state) {
+        tally.start();
+        if (producers == 1) {
+            produce(0);
+        } else {
+            crew.run(produce);
+        }
+        state.SetIterationTime(tally.wait());
+        if (tally.seen() != message_count) {
+            state.SkipWithError("the consumers did not see all 8,192 items");
+            break;
+        }
+    }
+    stopping.store(true, std::memory_order_release);
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    bq::bench::set_items(state, message_count);
+}
+
+/// Batch produce into a topic created for this iteration (outside the timed region): `threads`
+/// threads, each its chunk as one span, one partition per thread.
+void fresh_produce_bufferqueue(benchmark::State& state, std::size_t threads)
+{
+    const std::vector<int>& items = messages();
+    bq::bench::team crew(threads);
+    for (auto _ : state) {
+        boost::asio::io_context io;
+        bq::buffer_queue queue(io.get_executor());
+        queue.add_topic(bq::memory_topic_options<int>{.name = "fresh", .partitions = threads});
+        bq::producer<int> producer = queue.producer<int>("fresh");
+        bq::pull_consumer<int> drain = queue.create_pull_consumer<int>(
+            {.topic = "fresh", .group = "drain", .auto_commit = true, .batch_size = message_count});
+        std::atomic<bool> rejected{false};
+        auto round = [&](std::size_t index) {
+            const auto [first, last] = bq::bench::chunk_of(index, threads);
+            if (!producer.try_produce(std::span<const int>(items.data() + first, last - first))) {
+                rejected.store(true);
+            }
+        };
+        state.SetIterationTime(crew.run(round));
+        std::size_t drained = 0;
+        while (auto batch = drain.try_consume()) {
+            drained += batch->size();
+        }
+        if (rejected.load() || drained != message_count) {
+            state.SkipWithError("the topic did not take and return all 8,192 items");
+            break;
+        }
+    }
+    bq::bench::set_items(state, message_count);
+}
+
+/// enqueue_bulk with a producer token into a moodycamel queue constructed with capacity for this
+/// iteration (outside the timed region, with the tokens).
+void fresh_produce_moodycamel(benchmark::State& state, std::size_t threads)
+{
+    const std::vector<int>& items = messages();
+    bq::bench::team crew(threads);
+    std::vector<int> buffer(message_count);
+    for (auto _ : state) {
+        moodycamel::ConcurrentQueue<int> queue(message_count * 4);
+        std::vector<std::unique_ptr<moodycamel::ProducerToken>> tokens;
+        for (std::size_t index = 0; index < threads; ++index) {
+            tokens.push_back(std::make_unique<moodycamel::ProducerToken>(queue));
+        }
+        std::atomic<bool> rejected{false};
+        auto round = [&](std::size_t index) {
+            const auto [first, last] = bq::bench::chunk_of(index, threads);
+            if (!queue.enqueue_bulk(*tokens[index], items.data() + first, last - first)) {
+                rejected.store(true);
+            }
+        };
+        state.SetIterationTime(crew.run(round));
+        std::size_t drained = 0;
+        while (std::size_t taken = queue.try_dequeue_bulk(buffer.data(), buffer.size())) {
+            drained += taken;
+        }
+        if (rejected.load() || drained != message_count) {
+            state.SkipWithError("the peer did not take and return all 8,192 items");
+            break;
+        }
+    }
+    bq::bench::set_items(state, message_count);
+}
+
+void register_all()
+{
+    const std::size_t hardware = bq::bench::hardware_threads();
+    auto configure = [](benchmark::internal::Benchmark* benchmark) {
+        benchmark->UseManualTime()->Unit(benchmark::kMicrosecond);
+    };
+    const std::string c = "/c:" + std::to_string(hardware);
+    for (std::size_t batch_size : {100, 1000}) {
+        const std::string b = "/batch:" + std::to_string(batch_size);
+        configure(benchmark::RegisterBenchmark(("user/awaited_consume/bufferqueue" + b + c).c_str(),
+                                               awaited_bufferqueue, 1, hardware, batch_size, false));
+        configure(benchmark::RegisterBenchmark(("user/awaited_consume/moodycamel_blocking_best" + b + c).c_str(),
+                                               awaited_moodycamel, 1, hardware, batch_size, false));
+    }
+    const std::string p = "/p:" + std::to_string(hardware);
+    configure(benchmark::RegisterBenchmark(("user/fresh_batch_produce/bufferqueue" + p).c_str(),
+                                           fresh_produce_bufferqueue, hardware));
+    configure(benchmark::RegisterBenchmark(("user/fresh_batch_produce/moodycamel_best_enqueue_bulk" + p).c_str(),
+                                           fresh_produce_moodycamel, hardware));
+    // The seed's own shape: 12 producers of single items, 12 consumers, 12 partitions, batch 100.
+    configure(
+        benchmark::RegisterBenchmark("user/seed_shape/bufferqueue/p:12/c:12", awaited_bufferqueue, 12, 12, 100, true));
+    configure(benchmark::RegisterBenchmark("user/seed_shape/moodycamel_blocking_best/p:12/c:12", awaited_moodycamel, 12,
+                                           12, 100, true));
+    configure(benchmark::RegisterBenchmark("user/limit/memcpy_32KiB", bq::bench::copy_limit));
+}
+
+const bool registered = (register_all(), true);
+
+}  // namespace
