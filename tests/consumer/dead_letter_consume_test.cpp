@@ -82,7 +82,7 @@ std::string text_of(const std::vector<std::byte>& bytes)
 }  // namespace
 
 TEST_CASE("dead-letter consume: records that do not decode go to the dead-letter topic and the consumer goes on",
-          "[consumer][mmap][dead-letter]")
+          "[consumer][mmap][dead_letter]")
 {
     const temporary_directory directory;
     boost::asio::io_context io;
@@ -133,7 +133,7 @@ TEST_CASE("dead-letter consume: records that do not decode go to the dead-letter
 }
 
 TEST_CASE("dead-letter consume: when the dead-letter produce fails the record stays unread and is sent later",
-          "[consumer][mmap][dead-letter]")
+          "[consumer][mmap][dead_letter]")
 {
     const temporary_directory directory;
     boost::asio::io_context io;
@@ -178,7 +178,7 @@ TEST_CASE("dead-letter consume: when the dead-letter produce fails the record st
 }
 
 TEST_CASE("dead-letter consume: a waiting consume is woken by a produce, and a second consume is refused",
-          "[consumer][memory][dead-letter]")
+          "[consumer][memory][dead_letter]")
 {
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
@@ -207,7 +207,7 @@ TEST_CASE("dead-letter consume: a waiting consume is woken by a produce, and a s
 }
 
 TEST_CASE("dead-letter consume: a dead-letter topic that is missing or of another item type is refused by name",
-          "[consumer][memory][dead-letter]")
+          "[consumer][memory][dead_letter]")
 {
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());

@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/error.hpp"
@@ -79,13 +80,7 @@ public:
     /// The letter of a record that did not decode: its stored bytes, no item, one failed attempt.
     dead_letter<T> letter_for(const skipped_record& record, std::string error) const
     {
-        return {.item = std::nullopt,
-                .payload = record.payload,
-                .topic = topic_,
-                .partition = record.partition,
-                .offset = record.offset,
-                .attempts = 1,
-                .error = std::move(error)};
+        return dead_letter_route<T>::letter_for(topic_, record, std::move(error));
     }
 
     /// Produces `letters` until the produce completes without error; true then. A failure is
