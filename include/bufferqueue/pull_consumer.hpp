@@ -139,8 +139,7 @@ public:
     /// `void(boost::system::error_code, bufferqueue::skipped_record)`; errors:
     /// `errc::nothing_to_skip` (the last consume did not fail on an undecodable record: it
     /// succeeded or failed otherwise; an mmap record whose frame fails its checksum has no known
-    /// end; memory topics store no encoded records; Kafka topics already deliver the records after
-    /// one that does not decode), `errc::partition_revoked` (its partition went to another
+    /// end; memory topics store no encoded records), `errc::partition_revoked` (its partition went to another
     /// consumer since, which meets the record itself), `errc::closed`, `errc::operation_in_progress`,
     /// and the commit's `errc::io_error`. Runs where blocking is allowed, like `commit()`.
     template <class CompletionToken = default_completion_token>

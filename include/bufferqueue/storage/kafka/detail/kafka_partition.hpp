@@ -14,6 +14,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -78,6 +79,8 @@ public:
         std::size_t committed_prefix_ = 0;    // items_ a commit passed, dropped at the next pull
         std::vector<kafka_record> raw_;       // read, not decoded yet (after a record failed to decode)
         std::size_t raw_next_ = 0;
+        bool undecodable_ = false;  // raw_[raw_next_] failed to decode: every pull stops there until a
+                                    // commit (`skip()`) passes it
     };
 
     kafka_partition(std::string topic, std::int32_t partition, any_serializer<T> serializer)
@@ -130,8 +133,9 @@ public:
     }
 
     /// Decodes what the owner's client holds, up to `max_items` records from the committed position.
-    /// Throws `errc::corrupt_data` naming the offset when a record does not decode (that record is
-    /// skipped, the ones after it stay for the next pull).
+    /// Throws `errc::corrupt_data` naming the offset when a record does not decode, after the
+    /// records before it were delivered: like a persistent topic's record, it stays where it is and
+    /// fails every later pull of the group until a commit passes it (`skip()`, `unreadable`).
     pull_result<T> pull(cursor& reader, std::size_t max_items)
     {
         if (closed_.load(std::memory_order_acquire)) {
@@ -145,6 +149,7 @@ public:
             reader.offsets_.clear();
             reader.raw_.clear();
             reader.raw_next_ = 0;
+            reader.undecodable_ = false;
             reader.committed_prefix_ = 0;
         }
         if (reader.committed_prefix_ != 0) {
@@ -160,16 +165,26 @@ public:
                 member->read(partition_, max_items - reader.items_.size(), reader.raw_);
             }
             while (reader.raw_next_ < reader.raw_.size() && reader.items_.size() < max_items) {
-                const kafka_record& record = reader.raw_[reader.raw_next_++];
+                const kafka_record& record = reader.raw_[reader.raw_next_];
+                if (!reader.items_.empty() && reader.undecodable_) {
+                    break;  // deliver the records before it first
+                }
                 try {
                     reader.items_.push_back(serializer_.deserialize(record.value));
                 } catch (...) {
+                    if (!reader.items_.empty()) {
+                        reader.undecodable_ = true;  // fails the next pull, once these are delivered
+                        break;
+                    }
+                    reader.undecodable_ = true;
                     throw error(errc::corrupt_data, "kafka topic '" + topic_ + "' partition " +
                                                         std::to_string(partition_) + " offset " +
                                                         std::to_string(record.offset) +
                                                         ": the record does not decode: " + exception_message());
                 }
+                reader.undecodable_ = false;
                 reader.offsets_.push_back(static_cast<std::uint64_t>(record.offset));
+                ++reader.raw_next_;
             }
         }
         const std::size_t count = std::min(max_items, reader.items_.size());
@@ -202,7 +217,25 @@ public:
         reader.committed_.store(next_offset, std::memory_order_release);
         const auto passed = std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), next_offset);
         reader.committed_prefix_ = static_cast<std::size_t>(passed - reader.offsets_.begin());
+        if (reader.undecodable_ && reader.raw_next_ < reader.raw_.size() &&
+            static_cast<std::uint64_t>(reader.raw_[reader.raw_next_].offset) < next_offset) {
+            ++reader.raw_next_;  // `skip()` stepped past the record that does not decode
+            reader.undecodable_ = false;
+        }
         return 0;  // nothing was admitted through append: no capacity to give back
+    }
+
+    /// The record the cursor's pulls stop at because it does not decode (see `skipping_partition`):
+    /// its offset, the next one, and its bytes (valid until the next pull).
+    std::optional<unreadable_record> unreadable(const cursor& reader) const noexcept
+    {
+        if (!reader.undecodable_ || reader.raw_next_ >= reader.raw_.size() ||
+            reader.items_.size() > reader.committed_prefix_) {
+            return std::nullopt;
+        }
+        const kafka_record& record = reader.raw_[reader.raw_next_];
+        const auto offset = static_cast<std::uint64_t>(record.offset);
+        return unreadable_record{offset, offset + 1, std::span<const std::byte>(record.value)};
     }
 
     void release_batch(cursor&) noexcept {}
