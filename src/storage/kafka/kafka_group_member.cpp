@@ -18,6 +18,7 @@
 #include <cerrno>
 #include <cstring>
 #include <mutex>
+#include <set>
 
 namespace bufferqueue::detail {
 
@@ -53,7 +54,7 @@ boost::system::error_code commit_error_code(rd_kafka_resp_err_t result) noexcept
 class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
 public:
     group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
-        : topic_(settings.topic), listener_(listener), descriptor_(settings.executor)
+        : topic_(settings.topic), group_(settings.group), listener_(listener), descriptor_(settings.executor)
     {
     }
 
@@ -75,8 +76,12 @@ public:
 
     void start(const kafka_group_settings& settings)
     {
+        // auto.offset.reset=error: librdkafka would reset a committed offset that is out of range
+        // silently; a partition without a committed offset is started at the earliest record by
+        // restart_at_earliest unless the properties choose a policy themselves.
         std::map<std::string, std::string> properties{
-            {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "earliest"}};
+            {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "error"}};
+        start_new_at_earliest_ = settings.properties.find("auto.offset.reset") == settings.properties.end();
         for (const auto& [name, value] : settings.properties) {
             properties[name] = value;
         }
@@ -113,14 +118,16 @@ public:
 
     std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) override
     {
-        const std::lock_guard lock(queues_mutex_);
+        std::unique_lock lock(queues_mutex_);
         const auto found = queues_.find(partition);
         if (found == queues_.end() || max_records == 0) {
             return 0;
         }
+        throw_pending_failure(partition, lock);
         std::vector<rd_kafka_message_t*> messages(max_records);
         const ssize_t count = rd_kafka_consume_batch_queue(found->second, 0, messages.data(), max_records);
         std::size_t delivered = 0;
+        bool restart = false;
         for (ssize_t index = 0; index < count; ++index) {
             rd_kafka_message_t* message = messages[static_cast<std::size_t>(index)];
             if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
@@ -128,10 +135,20 @@ public:
                 out.push_back(kafka_record{.offset = message->offset,
                                            .value = std::vector<std::byte>(first, first + message->len)});
                 ++delivered;
+            } else if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && message->offset < 0 &&
+                       start_new_at_earliest_) {
+                restart_.insert(partition);  // no committed offset: a new group starts at the earliest record
+                restart = true;
             } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                report(message->err, message->partition);
+                remember_failure(partition, message);
             }
             rd_kafka_message_destroy(message);
+        }
+        if (restart) {
+            (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);  // serve_events restarts it
+        }
+        if (delivered == 0) {
+            throw_pending_failure(partition, lock);
         }
         return delivered;
     }
@@ -140,7 +157,8 @@ public:
     {
         const std::lock_guard lock(queues_mutex_);
         const auto found = queues_.find(partition);
-        return found != queues_.end() && rd_kafka_queue_length(found->second) > 0;
+        return found != queues_.end() &&
+               (rd_kafka_queue_length(found->second) > 0 || failures_.find(partition) != failures_.end());
     }
 
     void commit(std::int32_t partition, std::int64_t next_offset,
@@ -198,6 +216,8 @@ private:
                     rd_kafka_queue_forward(queue, nullptr);  // read per partition, not from the consumer queue
                     rd_kafka_queue_io_event_enable(queue, self.event_fd_, wake_bytes, sizeof wake_bytes);
                     self.queues_.emplace(partition, queue);
+                    self.failures_.erase(partition);
+                    self.restart_.erase(partition);
                 }
             }
             rd_kafka_assign(client, list);
@@ -213,6 +233,8 @@ private:
                     rd_kafka_queue_destroy(found->second);
                     self.queues_.erase(found);
                 }
+                self.failures_.erase(partition);
+                self.restart_.erase(partition);
             }
         }
         rd_kafka_assign(client, nullptr);
@@ -231,13 +253,87 @@ private:
         (*done)(commit_error_code(error));
     }
 
-    void report(rd_kafka_resp_err_t reason, std::int32_t partition) noexcept
+    // A client-level error (brokers unreachable, a fatal error): librdkafka keeps retrying the
+    // transient ones, so the listener is told and no consume fails for it.
+    void report(const rd_kafka_message_t* event) noexcept
     {
         try {
-            listener_.failed(kafka_error_code(reason), "kafka topic '" + topic_ + "' partition " +
-                                                           std::to_string(partition) + ": " + rd_kafka_err2str(reason));
+            listener_.failed(kafka_error_code(event->err),
+                             "kafka topic '" + topic_ + "' group '" + group_ + "': " + rd_kafka_message_errstr(event));
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported
         }
+    }
+
+    // Keeps the first error a partition's queue held, for the consume that reads the partition next.
+    // Called with queues_mutex_ held.
+    void remember_failure(std::int32_t partition, const rd_kafka_message_t* message)
+    {
+        if (failures_.find(partition) != failures_.end()) {
+            return;
+        }
+        const std::string where =
+            "kafka topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(partition);
+        if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+            const std::string offset = message->offset >= 0
+                                           ? "the group's committed offset " + std::to_string(message->offset)
+                                           : std::string("the group's start position (no committed offset)");
+            failures_.emplace(partition,
+                              failure{make_error_code(errc::offset_out_of_range),
+                                      where + ": " + offset +
+                                          " is out of range (no record there any more, or never); nothing was "
+                                          "reset, the partition delivers nothing until its committed offset is "
+                                          "changed: " +
+                                          rd_kafka_message_errstr(message)});
+            return;
+        }
+        failures_.emplace(partition,
+                          failure{kafka_error_code(message->err), where + " offset " + std::to_string(message->offset) +
+                                                                      ": " + rd_kafka_message_errstr(message)});
+    }
+
+    // Throws the partition's remembered error (once). Called with queues_mutex_ held by `lock`.
+    void throw_pending_failure(std::int32_t partition, std::unique_lock<std::mutex>& lock)
+    {
+        const auto found = failures_.find(partition);
+        if (found == failures_.end()) {
+            return;
+        }
+        const failure pending = std::move(found->second);
+        failures_.erase(found);
+        lock.unlock();
+        throw error(static_cast<errc>(pending.code.value()), pending.detail);
+    }
+
+    // Starts the partitions without a committed offset at their earliest record: the whole
+    // assignment again (rd_kafka_assign replaces it), the others at the position the application
+    // reached (or their committed offset when nothing was read), so nothing is skipped or read twice.
+    void restart_at_earliest() noexcept
+    {
+        std::set<std::int32_t> restart;
+        {
+            const std::lock_guard lock(queues_mutex_);
+            restart.swap(restart_);
+        }
+        if (restart.empty()) {
+            return;
+        }
+        rd_kafka_topic_partition_list_t* assignment = nullptr;
+        if (rd_kafka_assignment(client_, &assignment) != RD_KAFKA_RESP_ERR_NO_ERROR || assignment == nullptr) {
+            return;
+        }
+        rd_kafka_position(client_, assignment);
+        bool any = false;
+        for (int index = 0; index < assignment->cnt; ++index) {
+            rd_kafka_topic_partition_t& element = assignment->elems[index];
+            if (restart.count(element.partition) != 0) {
+                element.offset = RD_KAFKA_OFFSET_BEGINNING;
+                any = true;
+            }
+        }
+        if (any) {
+            rd_kafka_assign(client_, assignment);
+        }
+        rd_kafka_topic_partition_list_destroy(assignment);
     }
 
     void wait_for_events()
@@ -262,9 +358,10 @@ private:
         std::uint64_t counter = 0;
         while (::read(event_fd_, &counter, sizeof counter) > 0) {
         }
+        restart_at_earliest();
         while (rd_kafka_message_t* event = rd_kafka_consumer_poll(client_, 0)) {
             if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                report(event->err, event->partition);
+                report(event);
             }
             rd_kafka_message_destroy(event);
         }
@@ -283,8 +380,15 @@ private:
         wait_for_events();
     }
 
+    struct failure {
+        boost::system::error_code code;
+        std::string detail;
+    };
+
     const std::string topic_;
+    const std::string group_;
     kafka_group_listener& listener_;
+    bool start_new_at_earliest_ = true;  // set before the first event: no auto.offset.reset property
     rd_kafka_t* client_ = nullptr;
     rd_kafka_queue_t* consumer_queue_ = nullptr;
     int event_fd_ = -1;                                 // owned by descriptor_
@@ -293,6 +397,8 @@ private:
     std::atomic<bool> closed_{false};
     mutable std::mutex queues_mutex_;
     std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by queues_mutex_: assigned partitions
+    std::map<std::int32_t, failure> failures_;          // guarded by queues_mutex_: for the next read
+    std::set<std::int32_t> restart_;                    // guarded by queues_mutex_: start at the earliest
 };
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include "bufferqueue/storage/kafka/detail/kafka_partition.hpp"
 #include "bufferqueue/topic/detail/basic_topic.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -92,14 +93,34 @@ public:
 
     void records_available(std::int32_t partition) noexcept override
     {
+        if (has_client_error_.load(std::memory_order_acquire)) {
+            const std::lock_guard lock(client_error_mutex_);
+            client_error_.clear();  // the client reaches the brokers again
+            has_client_error_.store(false, std::memory_order_release);
+        }
         if (partition >= 0 && static_cast<std::uint32_t>(partition) < topic_->partition_count()) {
             topic_->slot(static_cast<std::size_t>(partition)).storage.notify();
         }
     }
 
-    void failed(boost::system::error_code, const std::string&) noexcept override
+    /// A client-level error (brokers unreachable, ...): librdkafka retries, so no consume fails for
+    /// it; `client_error` shows it until records arrive again. Partition errors (an offset out of
+    /// range) fail the consume that reads the partition instead (`kafka_group_member::read`).
+    void failed(boost::system::error_code, const std::string& detail) noexcept override
     {
-        // Not surfaced yet (docs/kafka.md "Not yet": offsets out of range, broker errors).
+        try {
+            const std::lock_guard lock(client_error_mutex_);
+            client_error_ = detail;
+            has_client_error_.store(true, std::memory_order_release);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the text; it stays unreported
+        }
+    }
+
+    /// The latest client-level error since records last arrived; empty when none. Any thread.
+    std::string client_error() const
+    {
+        const std::lock_guard lock(client_error_mutex_);
+        return client_error_;
     }
 
 private:
@@ -126,6 +147,9 @@ private:
     const std::size_t index_;
     mutable std::mutex member_mutex_;
     std::shared_ptr<kafka_group_member> member_;  // guarded by member_mutex_; set once by join
+    mutable std::mutex client_error_mutex_;
+    std::string client_error_;                   // guarded by client_error_mutex_
+    std::atomic<bool> has_client_error_{false};  // client_error_ is not empty (checked without the lock)
 };
 
 /// The consumer handed to the `pull_consumer` handle: the inner topic's shared consumer, whose
@@ -160,7 +184,13 @@ public:
     const std::string& group_name() const noexcept override { return inner_->group_name(); }
     std::vector<std::size_t> partitions() const override { return inner_->partitions(); }
     std::uint64_t lag() const override { return inner_->lag(); }
-    std::string last_error() const override { return inner_->last_error(); }
+    /// The latest operation's failure, else the member's latest client-level error (for example
+    /// brokers unreachable while a consume waits), else empty.
+    std::string last_error() const override
+    {
+        std::string text = inner_->last_error();
+        return text.empty() ? binding_->client_error() : text;
+    }
     const boost::asio::any_io_executor& default_executor() const noexcept override
     {
         return inner_->default_executor();
