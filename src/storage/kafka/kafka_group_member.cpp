@@ -16,6 +16,7 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -54,20 +55,32 @@ boost::system::error_code commit_error_code(rd_kafka_resp_err_t result) noexcept
 class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
 public:
     group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
-        : topic_(settings.topic), group_(settings.group), listener_(listener), descriptor_(settings.executor)
+        : topic_(settings.topic), group_(settings.group), listener_(&listener), descriptor_(settings.executor)
     {
     }
 
     group_member(const group_member&) = delete;
     group_member& operator=(const group_member&) = delete;
 
+    // Runs when the last owner lets go (the binding, and the wait chain, which ends once the client
+    // closed). A close still in progress (its executor stopped running) is finished here, bounded.
     ~group_member() override
     {
+        listener_ = nullptr;  // the owner may be gone: librdkafka's last callbacks reach nobody
         for (auto& [partition, queue] : queues_) {
             rd_kafka_queue_destroy(queue);
         }
-        if (consumer_queue_ != nullptr) {
-            rd_kafka_queue_destroy(consumer_queue_);
+        queues_.clear();
+        if (client_ != nullptr && close_queue_ != nullptr) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (!rd_kafka_consumer_closed(client_) && std::chrono::steady_clock::now() < deadline) {
+                serve_queue(close_queue_, 100);
+            }
+        }
+        for (rd_kafka_queue_t* queue : {consumer_queue_, close_queue_}) {
+            if (queue != nullptr) {
+                rd_kafka_queue_destroy(queue);
+            }
         }
         if (client_ != nullptr) {
             rd_kafka_destroy(client_);
@@ -89,6 +102,7 @@ public:
         rd_kafka_conf_t* configuration = make_client_configuration(topic_, settings.bootstrap_servers, properties);
         rd_kafka_conf_set_opaque(configuration, this);
         rd_kafka_conf_set_rebalance_cb(configuration, &group_member::on_rebalance);
+        rd_kafka_conf_set_error_cb(configuration, &group_member::on_error);
         std::array<char, 512> reason{};
         client_ = rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
@@ -197,9 +211,29 @@ public:
         if (closed_.exchange(true)) {
             return;
         }
-        rd_kafka_consumer_close(client_);  // serves the revocation (on_rebalance) on this thread
-        boost::system::error_code ignored;
-        descriptor_.cancel(ignored);
+        std::vector<std::int32_t> assigned;
+        {
+            const std::lock_guard lock(queues_mutex_);
+            for (auto& [partition, queue] : queues_) {
+                assigned.push_back(partition);
+                rd_kafka_queue_destroy(queue);
+            }
+            queues_.clear();  // nothing is read through this member any more
+            failures_.clear();
+            restart_.clear();
+        }
+        if (listener_ != nullptr && !assigned.empty()) {
+            listener_->revoked(assigned);
+        }
+        listener_ = nullptr;  // the owner may go now; the close goes on without it
+        // Asynchronous: librdkafka posts the leave's steps (the revocation) to close_queue_, which
+        // signals the eventfd; the wait chain serves them and ends once the client closed.
+        close_queue_ = rd_kafka_queue_new(client_);
+        rd_kafka_queue_io_event_enable(close_queue_, event_fd_, wake_bytes, sizeof wake_bytes);
+        if (rd_kafka_error_t* failure = rd_kafka_consumer_close_queue(client_, close_queue_)) {
+            rd_kafka_error_destroy(failure);  // already closing: nothing to serve
+        }
+        (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);
     }
 
 private:
@@ -221,10 +255,14 @@ private:
                 }
             }
             rd_kafka_assign(client, list);
-            self.listener_.assigned(partitions);
+            if (self.listener_ != nullptr) {
+                self.listener_->assigned(partitions);
+            }
             return;
         }
-        self.listener_.revoked(partitions);
+        if (self.listener_ != nullptr) {
+            self.listener_->revoked(partitions);
+        }
         {
             const std::lock_guard lock(self.queues_mutex_);
             for (const std::int32_t partition : partitions) {
@@ -253,14 +291,35 @@ private:
         (*done)(commit_error_code(error));
     }
 
-    // A client-level error (brokers unreachable, a fatal error): librdkafka keeps retrying the
-    // transient ones, so the listener is told and no consume fails for it.
-    void report(const rd_kafka_message_t* event) noexcept
+    static void on_error(rd_kafka_t*, int reason, const char* detail, void* opaque)
     {
+        static_cast<group_member*>(opaque)->report(static_cast<rd_kafka_resp_err_t>(reason), detail);
+    }
+
+    // A client-level error (brokers unreachable, a fatal error): librdkafka keeps retrying the
+    // transient ones, so the listener is told and no consume fails for it. Called while serving
+    // events (serve_mutex_ held).
+    void report(rd_kafka_resp_err_t reason, const char* detail) noexcept
+    {
+        if (listener_ == nullptr) {
+            return;
+        }
         try {
-            listener_.failed(kafka_error_code(event->err),
-                             "kafka topic '" + topic_ + "' group '" + group_ + "': " + rd_kafka_message_errstr(event));
+            listener_->failed(kafka_error_code(reason),
+                              "kafka topic '" + topic_ + "' group '" + group_ + "': " + std::string(detail));
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported
+        }
+    }
+
+    // Serves what `queue` holds (rebalance callbacks run inside), waiting at most `timeout_ms`.
+    void serve_queue(rd_kafka_queue_t* queue, int timeout_ms) noexcept
+    {
+        while (rd_kafka_message_t* event = rd_kafka_consume_queue(queue, timeout_ms)) {
+            if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                report(event->err, rd_kafka_message_errstr(event));
+            }
+            rd_kafka_message_destroy(event);
+            timeout_ms = 0;
         }
     }
 
@@ -348,23 +407,23 @@ private:
 
     // Clears the eventfd, then drains the consumer queue fully (rebalances, errors, commit results:
     // the fd fires only when a queue turns non-empty) and tells the listener which partitions hold
-    // records. A close in progress serves the rest itself.
+    // records. After `close`, serves the close's queue until librdkafka closed, then stops waiting.
     void serve_events()
     {
-        const std::unique_lock serving(serve_mutex_, std::try_to_lock);
-        if (!serving.owns_lock() || closed_.load()) {
-            return;
-        }
+        const std::lock_guard serving(serve_mutex_);  // close holds it briefly, never across a wait
         std::uint64_t counter = 0;
         while (::read(event_fd_, &counter, sizeof counter) > 0) {
         }
-        restart_at_earliest();
-        while (rd_kafka_message_t* event = rd_kafka_consumer_poll(client_, 0)) {
-            if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                report(event);
+        if (closed_.load()) {
+            serve_queue(close_queue_, 0);
+            serve_queue(consumer_queue_, 0);
+            if (!rd_kafka_consumer_closed(client_)) {
+                wait_for_events();
             }
-            rd_kafka_message_destroy(event);
+            return;  // closed: the chain ends, so io_context::run() can return
         }
+        restart_at_earliest();
+        serve_queue(consumer_queue_, 0);
         std::vector<std::int32_t> readable;
         {
             const std::lock_guard lock(queues_mutex_);
@@ -375,7 +434,7 @@ private:
             }
         }
         for (const std::int32_t partition : readable) {
-            listener_.records_available(partition);
+            listener_->records_available(partition);
         }
         wait_for_events();
     }
@@ -387,10 +446,11 @@ private:
 
     const std::string topic_;
     const std::string group_;
-    kafka_group_listener& listener_;
+    kafka_group_listener* listener_;     // guarded by serve_mutex_ (callbacks run while served); null after close
     bool start_new_at_earliest_ = true;  // set before the first event: no auto.offset.reset property
     rd_kafka_t* client_ = nullptr;
     rd_kafka_queue_t* consumer_queue_ = nullptr;
+    rd_kafka_queue_t* close_queue_ = nullptr;           // guarded by serve_mutex_: set by close
     int event_fd_ = -1;                                 // owned by descriptor_
     boost::asio::posix::stream_descriptor descriptor_;  // waited on by one chain of serve_events
     std::mutex serve_mutex_;                            // serve_events and close: one at a time

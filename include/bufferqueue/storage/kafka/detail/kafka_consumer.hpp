@@ -43,8 +43,8 @@ public:
         member_ = kafka_group_member::join(std::move(settings), *this);
     }
 
-    /// Leaves the group: the revocation reaches the inner topic first. Blocks for the leave-group
-    /// round trip. Idempotent.
+    /// Leaves the group: the revocation reaches the inner topic first, then the leave proceeds on
+    /// the executor (never blocks). Idempotent; any thread.
     void close() noexcept
     {
         if (const std::shared_ptr<kafka_group_member> joined = member()) {
@@ -158,7 +158,7 @@ private:
 template <class T>
 class kafka_consumer final : public consumer_base<T> {
 public:
-    kafka_consumer(std::shared_ptr<consumer_base<T>> inner, std::unique_ptr<kafka_group_binding<T>> binding)
+    kafka_consumer(std::shared_ptr<consumer_base<T>> inner, std::shared_ptr<kafka_group_binding<T>> binding)
         : inner_(std::move(inner)), binding_(std::move(binding))
     {
     }
@@ -173,7 +173,7 @@ public:
     boost::system::error_code commit() override { return inner_->commit(); }
     boost::system::error_code skip(skipped_record& skipped) override { return inner_->skip(skipped); }
     boost::system::error_code unreadable(skipped_record& record) override { return inner_->unreadable(record); }
-    /// Closes the consumer, then leaves the Kafka group (blocks for the leave-group round trip).
+    /// Closes the consumer, then leaves the Kafka group (asynchronously: never blocks).
     void close() noexcept override
     {
         inner_->close();
@@ -199,7 +199,7 @@ public:
 
 private:
     const std::shared_ptr<consumer_base<T>> inner_;
-    const std::unique_ptr<kafka_group_binding<T>> binding_;
+    const std::shared_ptr<kafka_group_binding<T>> binding_;
 };
 
 }  // namespace bufferqueue::detail
