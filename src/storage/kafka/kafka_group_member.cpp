@@ -5,6 +5,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 #include "kafka_client_setup.hpp"
+#include "kafka_partition_queues.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -20,6 +21,7 @@
 #include <cstring>
 #include <mutex>
 #include <set>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -55,7 +57,8 @@ boost::system::error_code commit_error_code(rd_kafka_resp_err_t result) noexcept
 class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
 public:
     group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
-        : topic_(settings.topic), group_(settings.group), listener_(&listener), descriptor_(settings.executor)
+        : topic_(settings.topic), group_(settings.group), listener_(&listener), queues_(settings.topic, settings.group),
+          descriptor_(settings.executor)
     {
     }
 
@@ -67,10 +70,7 @@ public:
     ~group_member() override
     {
         listener_ = nullptr;  // the owner may be gone: librdkafka's last callbacks reach nobody
-        for (auto& [partition, queue] : queues_) {
-            rd_kafka_queue_destroy(queue);
-        }
-        queues_.clear();
+        queues_.remove_all();
         if (client_ != nullptr && close_queue_ != nullptr) {
             const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
             while (!rd_kafka_consumer_closed(client_) && std::chrono::steady_clock::now() < deadline) {
@@ -94,7 +94,7 @@ public:
         // restart_at_earliest unless the properties choose a policy themselves.
         std::map<std::string, std::string> properties{
             {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "error"}};
-        start_new_at_earliest_ = settings.properties.find("auto.offset.reset") == settings.properties.end();
+        queues_.start_new_at_earliest(settings.properties.find("auto.offset.reset") == settings.properties.end());
         for (const auto& [name, value] : settings.properties) {
             properties[name] = value;
         }
@@ -132,48 +132,15 @@ public:
 
     std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) override
     {
-        std::unique_lock lock(queues_mutex_);
-        const auto found = queues_.find(partition);
-        if (found == queues_.end() || max_records == 0) {
-            return 0;
-        }
-        throw_pending_failure(partition, lock);
-        std::vector<rd_kafka_message_t*> messages(max_records);
-        const ssize_t count = rd_kafka_consume_batch_queue(found->second, 0, messages.data(), max_records);
-        std::size_t delivered = 0;
         bool restart = false;
-        for (ssize_t index = 0; index < count; ++index) {
-            rd_kafka_message_t* message = messages[static_cast<std::size_t>(index)];
-            if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                const auto* first = static_cast<const std::byte*>(message->payload);
-                out.push_back(kafka_record{.offset = message->offset,
-                                           .value = std::vector<std::byte>(first, first + message->len)});
-                ++delivered;
-            } else if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET && message->offset < 0 &&
-                       start_new_at_earliest_) {
-                restart_.insert(partition);  // no committed offset: a new group starts at the earliest record
-                restart = true;
-            } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                remember_failure(partition, message);
-            }
-            rd_kafka_message_destroy(message);
-        }
+        const std::size_t delivered = queues_.read(partition, max_records, out, restart);
         if (restart) {
             (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);  // serve_events restarts it
-        }
-        if (delivered == 0) {
-            throw_pending_failure(partition, lock);
         }
         return delivered;
     }
 
-    bool has_records(std::int32_t partition) const noexcept override
-    {
-        const std::lock_guard lock(queues_mutex_);
-        const auto found = queues_.find(partition);
-        return found != queues_.end() &&
-               (rd_kafka_queue_length(found->second) > 0 || failures_.find(partition) != failures_.end());
-    }
+    bool has_records(std::int32_t partition) const noexcept override { return queues_.has_records(partition); }
 
     void commit(std::int32_t partition, std::int64_t next_offset,
                 std::function<void(boost::system::error_code)> done) override
@@ -211,17 +178,7 @@ public:
         if (closed_.exchange(true)) {
             return;
         }
-        std::vector<std::int32_t> assigned;
-        {
-            const std::lock_guard lock(queues_mutex_);
-            for (auto& [partition, queue] : queues_) {
-                assigned.push_back(partition);
-                rd_kafka_queue_destroy(queue);
-            }
-            queues_.clear();  // nothing is read through this member any more
-            failures_.clear();
-            restart_.clear();
-        }
+        const std::vector<std::int32_t> assigned = queues_.remove_all();  // nothing is read through it now
         if (listener_ != nullptr && !assigned.empty()) {
             listener_->revoked(assigned);
         }
@@ -243,16 +200,8 @@ private:
         auto& self = *static_cast<group_member*>(opaque);
         const std::vector<std::int32_t> partitions = partitions_of(list);
         if (reason == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-            {
-                const std::lock_guard lock(self.queues_mutex_);
-                for (const std::int32_t partition : partitions) {
-                    rd_kafka_queue_t* queue = rd_kafka_queue_get_partition(client, self.topic_.c_str(), partition);
-                    rd_kafka_queue_forward(queue, nullptr);  // read per partition, not from the consumer queue
-                    rd_kafka_queue_io_event_enable(queue, self.event_fd_, wake_bytes, sizeof wake_bytes);
-                    self.queues_.emplace(partition, queue);
-                    self.failures_.erase(partition);
-                    self.restart_.erase(partition);
-                }
+            for (const std::int32_t partition : partitions) {
+                self.queues_.add(client, partition, self.event_fd_);
             }
             rd_kafka_assign(client, list);
             if (self.listener_ != nullptr) {
@@ -263,17 +212,8 @@ private:
         if (self.listener_ != nullptr) {
             self.listener_->revoked(partitions);
         }
-        {
-            const std::lock_guard lock(self.queues_mutex_);
-            for (const std::int32_t partition : partitions) {
-                const auto found = self.queues_.find(partition);
-                if (found != self.queues_.end()) {
-                    rd_kafka_queue_destroy(found->second);
-                    self.queues_.erase(found);
-                }
-                self.failures_.erase(partition);
-                self.restart_.erase(partition);
-            }
+        for (const std::int32_t partition : partitions) {
+            self.queues_.remove(partition);
         }
         rd_kafka_assign(client, nullptr);
     }
@@ -323,56 +263,12 @@ private:
         }
     }
 
-    // Keeps the first error a partition's queue held, for the consume that reads the partition next.
-    // Called with queues_mutex_ held.
-    void remember_failure(std::int32_t partition, const rd_kafka_message_t* message)
-    {
-        if (failures_.find(partition) != failures_.end()) {
-            return;
-        }
-        const std::string where =
-            "kafka topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(partition);
-        if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
-            const std::string offset = message->offset >= 0
-                                           ? "the group's committed offset " + std::to_string(message->offset)
-                                           : std::string("the group's start position (no committed offset)");
-            failures_.emplace(partition,
-                              failure{make_error_code(errc::offset_out_of_range),
-                                      where + ": " + offset +
-                                          " is out of range (no record there any more, or never); nothing was "
-                                          "reset, the partition delivers nothing until its committed offset is "
-                                          "changed: " +
-                                          rd_kafka_message_errstr(message)});
-            return;
-        }
-        failures_.emplace(partition,
-                          failure{kafka_error_code(message->err), where + " offset " + std::to_string(message->offset) +
-                                                                      ": " + rd_kafka_message_errstr(message)});
-    }
-
-    // Throws the partition's remembered error (once). Called with queues_mutex_ held by `lock`.
-    void throw_pending_failure(std::int32_t partition, std::unique_lock<std::mutex>& lock)
-    {
-        const auto found = failures_.find(partition);
-        if (found == failures_.end()) {
-            return;
-        }
-        const failure pending = std::move(found->second);
-        failures_.erase(found);
-        lock.unlock();
-        throw error(static_cast<errc>(pending.code.value()), pending.detail);
-    }
-
     // Starts the partitions without a committed offset at their earliest record: the whole
     // assignment again (rd_kafka_assign replaces it), the others at the position the application
     // reached (or their committed offset when nothing was read), so nothing is skipped or read twice.
     void restart_at_earliest() noexcept
     {
-        std::set<std::int32_t> restart;
-        {
-            const std::lock_guard lock(queues_mutex_);
-            restart.swap(restart_);
-        }
+        const std::set<std::int32_t> restart = queues_.take_restarts();
         if (restart.empty()) {
             return;
         }
@@ -424,30 +320,17 @@ private:
         }
         restart_at_earliest();
         serve_queue(consumer_queue_, 0);
-        std::vector<std::int32_t> readable;
-        {
-            const std::lock_guard lock(queues_mutex_);
-            for (const auto& [partition, queue] : queues_) {
-                if (rd_kafka_queue_length(queue) > 0) {
-                    readable.push_back(partition);
-                }
-            }
-        }
+        const std::vector<std::int32_t> readable = queues_.readable();
         for (const std::int32_t partition : readable) {
             listener_->records_available(partition);
         }
         wait_for_events();
     }
 
-    struct failure {
-        boost::system::error_code code;
-        std::string detail;
-    };
-
     const std::string topic_;
     const std::string group_;
-    kafka_group_listener* listener_;     // guarded by serve_mutex_ (callbacks run while served); null after close
-    bool start_new_at_earliest_ = true;  // set before the first event: no auto.offset.reset property
+    kafka_group_listener* listener_;  // guarded by serve_mutex_ (callbacks run while served); null after close
+    kafka_partition_queues queues_;   // emptied before the client is destroyed
     rd_kafka_t* client_ = nullptr;
     rd_kafka_queue_t* consumer_queue_ = nullptr;
     rd_kafka_queue_t* close_queue_ = nullptr;           // guarded by serve_mutex_: set by close
@@ -455,10 +338,6 @@ private:
     boost::asio::posix::stream_descriptor descriptor_;  // waited on by one chain of serve_events
     std::mutex serve_mutex_;                            // serve_events and close: one at a time
     std::atomic<bool> closed_{false};
-    mutable std::mutex queues_mutex_;
-    std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by queues_mutex_: assigned partitions
-    std::map<std::int32_t, failure> failures_;          // guarded by queues_mutex_: for the next read
-    std::set<std::int32_t> restart_;                    // guarded by queues_mutex_: start at the earliest
 };
 
 }  // namespace
