@@ -19,6 +19,7 @@ void kafka_partition_queues::add(rd_kafka_t* client, std::int32_t partition, int
     queues_.emplace(partition, queue);
     failures_.erase(partition);
     restarts_.erase(partition);
+    out_of_range_.erase(partition);
 }
 
 void kafka_partition_queues::remove(std::int32_t partition)
@@ -30,6 +31,7 @@ void kafka_partition_queues::remove(std::int32_t partition)
     }
     failures_.erase(partition);
     restarts_.erase(partition);
+    out_of_range_.erase(partition);
 }
 
 std::vector<std::int32_t> kafka_partition_queues::remove_all()
@@ -43,6 +45,7 @@ std::vector<std::int32_t> kafka_partition_queues::remove_all()
     queues_.clear();
     failures_.clear();
     restarts_.clear();
+    out_of_range_.clear();
     return held;
 }
 
@@ -117,6 +120,9 @@ void kafka_partition_queues::remember_failure(std::int32_t partition, const rd_k
     const std::string where =
         "kafka topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(partition);
     if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
+        if (!out_of_range_.insert(partition).second) {
+            return;  // reported in this assignment already (restart_at_earliest assigns it again)
+        }
         const std::string offset = message->offset >= 0
                                        ? "the group's committed offset " + std::to_string(message->offset)
                                        : std::string("the group's start position (no committed offset)");

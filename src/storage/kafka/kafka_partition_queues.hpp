@@ -20,8 +20,9 @@ namespace bufferqueue::detail {
 
 /// The queues of one member's assigned partitions, split off the consumer queue so each is read on
 /// its own. An error a queue holds is kept for the consume that reads the partition next (thrown
-/// once); "no committed offset" is not an error when `start_new_at_earliest`: the partition is
-/// listed for `take_restarts` instead. Thread-safe (one mutex, never held across a call that waits).
+/// once; an offset out of range once per assignment); "no committed offset" is not an error when
+/// `start_new_at_earliest`: the partition is listed for `take_restarts` instead. Thread-safe (one mutex, never held
+/// across a call that waits).
 class kafka_partition_queues {
 public:
     kafka_partition_queues(std::string topic, std::string group) : topic_(std::move(topic)), group_(std::move(group)) {}
@@ -67,6 +68,7 @@ private:
     std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by mutex_: assigned partitions
     std::map<std::int32_t, failure> failures_;          // guarded by mutex_: for the next read
     std::set<std::int32_t> restarts_;                   // guarded by mutex_: to start at the earliest
+    std::set<std::int32_t> out_of_range_;               // guarded by mutex_: reported since assigned
 };
 
 }  // namespace bufferqueue::detail
