@@ -1,8 +1,9 @@
-// Kafka topics: what a pull consumer reports (docs/kafka.md "Pull consumers"): a committed offset out
-// of range fails a consume with errc::offset_out_of_range and is never reset, a partition without a
-// committed offset starts at its earliest record; broker faults (semantic 8): a consume
+// Kafka topics: what a pull consumer reports (docs/kafka.md "Pull consumers"): a committed offset
+// out of range fails a consume with errc::offset_out_of_range and is never reset, a partition
+// without a committed offset starts at its earliest record; broker faults (semantic 8): a consume
 // waiting while the broker is down waits without spinning and resumes when it returns, a commit the
-// broker refuses fails and the batch is delivered again; closing the queue ends the members' waits.
+// broker refuses fails and the batch is delivered again, refused fetches are retried; closing the
+// queue ends the members' waits.
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/kafka.hpp"
 
@@ -235,6 +236,15 @@ TEST_CASE("a kafka consumer waiting while its broker is down waits without spinn
     const consumed<int> again = consume_once(io, consumer);
     REQUIRE(again.error == boost::system::error_code());
     CHECK(again.items == std::vector<int>{2, 3});
+    CHECK(commit_and_wait(io, consumer) == boost::system::error_code());
+
+    // Fetches the broker refuses (NOT_LEADER_OR_FOLLOWER, retriable: librdkafka refreshes the
+    // metadata and fetches again) fail no consume: the next record still arrives, once.
+    cluster.push_request_errors(bq::kafka_request::fetch, {6, 6, 6});
+    REQUIRE(produce_and_wait<int>(producer, {4}, io) == boost::system::error_code());
+    const consumed<int> after_fetch_errors = consume_once(io, consumer);
+    REQUIRE(after_fetch_errors.error == boost::system::error_code());
+    CHECK(after_fetch_errors.items == std::vector<int>{4});
     CHECK(commit_and_wait(io, consumer) == boost::system::error_code());
 
     // Closing the queue (not the consumer handle) makes the member leave the group and end its wait:
