@@ -199,6 +199,9 @@ private:
     {
         auto& self = *static_cast<group_member*>(opaque);
         const std::vector<std::int32_t> partitions = partitions_of(list);
+        for (const std::int32_t partition : partitions) {
+            self.started_at_earliest_.erase(partition);  // a new assignment fetches the committed offset
+        }
         if (reason == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
             for (const std::int32_t partition : partitions) {
                 self.queues_.add(client, partition, self.event_fd_);
@@ -272,6 +275,7 @@ private:
         if (restart.empty()) {
             return;
         }
+        started_at_earliest_.insert(restart.begin(), restart.end());
         rd_kafka_topic_partition_list_t* assignment = nullptr;
         if (rd_kafka_assignment(client_, &assignment) != RD_KAFKA_RESP_ERR_NO_ERROR || assignment == nullptr) {
             return;
@@ -283,6 +287,8 @@ private:
             if (restart.count(element.partition) != 0) {
                 element.offset = RD_KAFKA_OFFSET_BEGINNING;
                 any = true;
+            } else if (element.offset < 0 && started_at_earliest_.count(element.partition) != 0) {
+                element.offset = RD_KAFKA_OFFSET_BEGINNING;  // restarted before, nothing read yet
             }
         }
         if (any) {
@@ -338,6 +344,7 @@ private:
     boost::asio::posix::stream_descriptor descriptor_;  // waited on by one chain of serve_events
     std::mutex serve_mutex_;                            // serve_events and close: one at a time
     std::atomic<bool> closed_{false};
+    std::set<std::int32_t> started_at_earliest_;  // guarded by serve_mutex_: in this assignment
 };
 
 }  // namespace
