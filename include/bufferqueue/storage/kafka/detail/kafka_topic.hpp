@@ -73,7 +73,9 @@ public:
     const storage_runner& runner() const noexcept override { return runner_; }
 
     /// Purges the records not acknowledged yet: awaited produces complete with `errc::closed`,
-    /// unawaited ones are reported to the error sink. Idempotent.
+    /// unawaited ones are reported to the error sink. Closes the consumers, and their Kafka group
+    /// members leave their groups (asynchronously, on the executor; never blocks), so the members'
+    /// waits end and `io_context::run()` can return. Idempotent.
     void close() noexcept override
     {
         if (!closed_.exchange(true, std::memory_order_acq_rel)) {
