@@ -29,6 +29,8 @@ public:
         case errc::timed_out: return "timed out";
         case errc::nothing_to_skip:
             return "nothing to skip: the last consume did not fail on a record the storage can step past";
+        case errc::offset_out_of_range:
+            return "the group's committed offset is out of range of the partition; nothing was reset";
         }
         return "unknown bufferqueue error";
     }

@@ -35,6 +35,8 @@ enum class errc : int {
                             ///< passed before the broker acknowledged a record; `connect_timeout` for metadata)
     nothing_to_skip,        ///< `skip()` while the last consume did not fail on a record the storage can step
                             ///< past (it succeeded, failed otherwise, or the record's frame is damaged)
+    offset_out_of_range,    ///< a group's committed offset names no record of the partition (Kafka: deleted by
+                            ///< retention or truncation, or never written); reported, never reset silently
 };
 
 /// The category of `bufferqueue::errc`. Thread-safe; never allocates.

@@ -5,6 +5,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 #include "kafka_client_setup.hpp"
+#include "kafka_partition_queues.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -16,8 +17,11 @@
 #include <array>
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
+#include <set>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -53,20 +57,30 @@ boost::system::error_code commit_error_code(rd_kafka_resp_err_t result) noexcept
 class group_member final : public kafka_group_member, public std::enable_shared_from_this<group_member> {
 public:
     group_member(const kafka_group_settings& settings, kafka_group_listener& listener)
-        : topic_(settings.topic), listener_(listener), descriptor_(settings.executor)
+        : topic_(settings.topic), group_(settings.group), listener_(&listener), queues_(settings.topic, settings.group),
+          descriptor_(settings.executor)
     {
     }
 
     group_member(const group_member&) = delete;
     group_member& operator=(const group_member&) = delete;
 
+    // Runs when the last owner lets go (the binding, and the wait chain, which ends once the client
+    // closed). A close still in progress (its executor stopped running) is finished here, bounded.
     ~group_member() override
     {
-        for (auto& [partition, queue] : queues_) {
-            rd_kafka_queue_destroy(queue);
+        listener_ = nullptr;  // the owner may be gone: librdkafka's last callbacks reach nobody
+        queues_.remove_all();
+        if (client_ != nullptr && close_queue_ != nullptr) {
+            const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+            while (!rd_kafka_consumer_closed(client_) && std::chrono::steady_clock::now() < deadline) {
+                serve_queue(close_queue_, 100);
+            }
         }
-        if (consumer_queue_ != nullptr) {
-            rd_kafka_queue_destroy(consumer_queue_);
+        for (rd_kafka_queue_t* queue : {consumer_queue_, close_queue_}) {
+            if (queue != nullptr) {
+                rd_kafka_queue_destroy(queue);
+            }
         }
         if (client_ != nullptr) {
             rd_kafka_destroy(client_);
@@ -75,8 +89,12 @@ public:
 
     void start(const kafka_group_settings& settings)
     {
+        // auto.offset.reset=error: librdkafka would reset a committed offset that is out of range
+        // silently; a partition without a committed offset is started at the earliest record by
+        // restart_at_earliest unless the properties choose a policy themselves.
         std::map<std::string, std::string> properties{
-            {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "earliest"}};
+            {"enable.auto.commit", "false"}, {"enable.auto.offset.store", "false"}, {"auto.offset.reset", "error"}};
+        queues_.start_new_at_earliest(settings.properties.find("auto.offset.reset") == settings.properties.end());
         for (const auto& [name, value] : settings.properties) {
             properties[name] = value;
         }
@@ -84,6 +102,7 @@ public:
         rd_kafka_conf_t* configuration = make_client_configuration(topic_, settings.bootstrap_servers, properties);
         rd_kafka_conf_set_opaque(configuration, this);
         rd_kafka_conf_set_rebalance_cb(configuration, &group_member::on_rebalance);
+        rd_kafka_conf_set_error_cb(configuration, &group_member::on_error);
         std::array<char, 512> reason{};
         client_ = rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
@@ -113,35 +132,15 @@ public:
 
     std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) override
     {
-        const std::lock_guard lock(queues_mutex_);
-        const auto found = queues_.find(partition);
-        if (found == queues_.end() || max_records == 0) {
-            return 0;
-        }
-        std::vector<rd_kafka_message_t*> messages(max_records);
-        const ssize_t count = rd_kafka_consume_batch_queue(found->second, 0, messages.data(), max_records);
-        std::size_t delivered = 0;
-        for (ssize_t index = 0; index < count; ++index) {
-            rd_kafka_message_t* message = messages[static_cast<std::size_t>(index)];
-            if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-                const auto* first = static_cast<const std::byte*>(message->payload);
-                out.push_back(kafka_record{.offset = message->offset,
-                                           .value = std::vector<std::byte>(first, first + message->len)});
-                ++delivered;
-            } else if (message->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                report(message->err, message->partition);
-            }
-            rd_kafka_message_destroy(message);
+        bool restart = false;
+        const std::size_t delivered = queues_.read(partition, max_records, out, restart);
+        if (restart) {
+            (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);  // serve_events restarts it
         }
         return delivered;
     }
 
-    bool has_records(std::int32_t partition) const noexcept override
-    {
-        const std::lock_guard lock(queues_mutex_);
-        const auto found = queues_.find(partition);
-        return found != queues_.end() && rd_kafka_queue_length(found->second) > 0;
-    }
+    bool has_records(std::int32_t partition) const noexcept override { return queues_.has_records(partition); }
 
     void commit(std::int32_t partition, std::int64_t next_offset,
                 std::function<void(boost::system::error_code)> done) override
@@ -179,9 +178,19 @@ public:
         if (closed_.exchange(true)) {
             return;
         }
-        rd_kafka_consumer_close(client_);  // serves the revocation (on_rebalance) on this thread
-        boost::system::error_code ignored;
-        descriptor_.cancel(ignored);
+        const std::vector<std::int32_t> assigned = queues_.remove_all();  // nothing is read through it now
+        if (listener_ != nullptr && !assigned.empty()) {
+            listener_->revoked(assigned);
+        }
+        listener_ = nullptr;  // the owner may go now; the close goes on without it
+        // Asynchronous: librdkafka posts the leave's steps (the revocation) to close_queue_, which
+        // signals the eventfd; the wait chain serves them and ends once the client closed.
+        close_queue_ = rd_kafka_queue_new(client_);
+        rd_kafka_queue_io_event_enable(close_queue_, event_fd_, wake_bytes, sizeof wake_bytes);
+        if (rd_kafka_error_t* failure = rd_kafka_consumer_close_queue(client_, close_queue_)) {
+            rd_kafka_error_destroy(failure);  // already closing: nothing to serve
+        }
+        (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);
     }
 
 private:
@@ -190,30 +199,24 @@ private:
     {
         auto& self = *static_cast<group_member*>(opaque);
         const std::vector<std::int32_t> partitions = partitions_of(list);
+        for (const std::int32_t partition : partitions) {
+            self.started_at_earliest_.erase(partition);  // a new assignment fetches the committed offset
+        }
         if (reason == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
-            {
-                const std::lock_guard lock(self.queues_mutex_);
-                for (const std::int32_t partition : partitions) {
-                    rd_kafka_queue_t* queue = rd_kafka_queue_get_partition(client, self.topic_.c_str(), partition);
-                    rd_kafka_queue_forward(queue, nullptr);  // read per partition, not from the consumer queue
-                    rd_kafka_queue_io_event_enable(queue, self.event_fd_, wake_bytes, sizeof wake_bytes);
-                    self.queues_.emplace(partition, queue);
-                }
+            for (const std::int32_t partition : partitions) {
+                self.queues_.add(client, partition, self.event_fd_);
             }
             rd_kafka_assign(client, list);
-            self.listener_.assigned(partitions);
+            if (self.listener_ != nullptr) {
+                self.listener_->assigned(partitions);
+            }
             return;
         }
-        self.listener_.revoked(partitions);
-        {
-            const std::lock_guard lock(self.queues_mutex_);
-            for (const std::int32_t partition : partitions) {
-                const auto found = self.queues_.find(partition);
-                if (found != self.queues_.end()) {
-                    rd_kafka_queue_destroy(found->second);
-                    self.queues_.erase(found);
-                }
-            }
+        if (self.listener_ != nullptr) {
+            self.listener_->revoked(partitions);
+        }
+        for (const std::int32_t partition : partitions) {
+            self.queues_.remove(partition);
         }
         rd_kafka_assign(client, nullptr);
     }
@@ -231,13 +234,67 @@ private:
         (*done)(commit_error_code(error));
     }
 
-    void report(rd_kafka_resp_err_t reason, std::int32_t partition) noexcept
+    static void on_error(rd_kafka_t*, int reason, const char* detail, void* opaque)
     {
+        static_cast<group_member*>(opaque)->report(static_cast<rd_kafka_resp_err_t>(reason), detail);
+    }
+
+    // A client-level error (brokers unreachable, a fatal error): librdkafka keeps retrying the
+    // transient ones, so the listener is told and no consume fails for it. Called while serving
+    // events (serve_mutex_ held).
+    void report(rd_kafka_resp_err_t reason, const char* detail) noexcept
+    {
+        if (listener_ == nullptr) {
+            return;
+        }
         try {
-            listener_.failed(kafka_error_code(reason), "kafka topic '" + topic_ + "' partition " +
-                                                           std::to_string(partition) + ": " + rd_kafka_err2str(reason));
+            listener_->failed(kafka_error_code(reason),
+                              "kafka topic '" + topic_ + "' group '" + group_ + "': " + std::string(detail));
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported
         }
+    }
+
+    // Serves what `queue` holds (rebalance callbacks run inside), waiting at most `timeout_ms`.
+    void serve_queue(rd_kafka_queue_t* queue, int timeout_ms) noexcept
+    {
+        while (rd_kafka_message_t* event = rd_kafka_consume_queue(queue, timeout_ms)) {
+            if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
+                report(event->err, rd_kafka_message_errstr(event));
+            }
+            rd_kafka_message_destroy(event);
+            timeout_ms = 0;
+        }
+    }
+
+    // Starts the partitions without a committed offset at their earliest record: the whole
+    // assignment again (rd_kafka_assign replaces it), the others at the position the application
+    // reached (or their committed offset when nothing was read), so nothing is skipped or read twice.
+    void restart_at_earliest() noexcept
+    {
+        const std::set<std::int32_t> restart = queues_.take_restarts();
+        if (restart.empty()) {
+            return;
+        }
+        started_at_earliest_.insert(restart.begin(), restart.end());
+        rd_kafka_topic_partition_list_t* assignment = nullptr;
+        if (rd_kafka_assignment(client_, &assignment) != RD_KAFKA_RESP_ERR_NO_ERROR || assignment == nullptr) {
+            return;
+        }
+        rd_kafka_position(client_, assignment);
+        bool any = false;
+        for (int index = 0; index < assignment->cnt; ++index) {
+            rd_kafka_topic_partition_t& element = assignment->elems[index];
+            if (restart.count(element.partition) != 0) {
+                element.offset = RD_KAFKA_OFFSET_BEGINNING;
+                any = true;
+            } else if (element.offset < 0 && started_at_earliest_.count(element.partition) != 0) {
+                element.offset = RD_KAFKA_OFFSET_BEGINNING;  // restarted before, nothing read yet
+            }
+        }
+        if (any) {
+            rd_kafka_assign(client_, assignment);
+        }
+        rd_kafka_topic_partition_list_destroy(assignment);
     }
 
     void wait_for_events()
@@ -252,47 +309,42 @@ private:
 
     // Clears the eventfd, then drains the consumer queue fully (rebalances, errors, commit results:
     // the fd fires only when a queue turns non-empty) and tells the listener which partitions hold
-    // records. A close in progress serves the rest itself.
+    // records. After `close`, serves the close's queue until librdkafka closed, then stops waiting.
     void serve_events()
     {
-        const std::unique_lock serving(serve_mutex_, std::try_to_lock);
-        if (!serving.owns_lock() || closed_.load()) {
-            return;
-        }
+        const std::lock_guard serving(serve_mutex_);  // close holds it briefly, never across a wait
         std::uint64_t counter = 0;
         while (::read(event_fd_, &counter, sizeof counter) > 0) {
         }
-        while (rd_kafka_message_t* event = rd_kafka_consumer_poll(client_, 0)) {
-            if (event->err != RD_KAFKA_RESP_ERR_NO_ERROR && event->err != RD_KAFKA_RESP_ERR__PARTITION_EOF) {
-                report(event->err, event->partition);
+        if (closed_.load()) {
+            serve_queue(close_queue_, 0);
+            serve_queue(consumer_queue_, 0);
+            if (!rd_kafka_consumer_closed(client_)) {
+                wait_for_events();
             }
-            rd_kafka_message_destroy(event);
+            return;  // closed: the chain ends, so io_context::run() can return
         }
-        std::vector<std::int32_t> readable;
-        {
-            const std::lock_guard lock(queues_mutex_);
-            for (const auto& [partition, queue] : queues_) {
-                if (rd_kafka_queue_length(queue) > 0) {
-                    readable.push_back(partition);
-                }
-            }
-        }
+        restart_at_earliest();
+        serve_queue(consumer_queue_, 0);
+        const std::vector<std::int32_t> readable = queues_.readable();
         for (const std::int32_t partition : readable) {
-            listener_.records_available(partition);
+            listener_->records_available(partition);
         }
         wait_for_events();
     }
 
     const std::string topic_;
-    kafka_group_listener& listener_;
+    const std::string group_;
+    kafka_group_listener* listener_;  // guarded by serve_mutex_ (callbacks run while served); null after close
+    kafka_partition_queues queues_;   // emptied before the client is destroyed
     rd_kafka_t* client_ = nullptr;
     rd_kafka_queue_t* consumer_queue_ = nullptr;
+    rd_kafka_queue_t* close_queue_ = nullptr;           // guarded by serve_mutex_: set by close
     int event_fd_ = -1;                                 // owned by descriptor_
     boost::asio::posix::stream_descriptor descriptor_;  // waited on by one chain of serve_events
     std::mutex serve_mutex_;                            // serve_events and close: one at a time
     std::atomic<bool> closed_{false};
-    mutable std::mutex queues_mutex_;
-    std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by queues_mutex_: assigned partitions
+    std::set<std::int32_t> started_at_earliest_;  // guarded by serve_mutex_: in this assignment
 };
 
 }  // namespace

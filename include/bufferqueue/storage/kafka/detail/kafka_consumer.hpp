@@ -6,6 +6,7 @@
 #include "bufferqueue/storage/kafka/detail/kafka_partition.hpp"
 #include "bufferqueue/topic/detail/basic_topic.hpp"
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -42,8 +43,8 @@ public:
         member_ = kafka_group_member::join(std::move(settings), *this);
     }
 
-    /// Leaves the group: the revocation reaches the inner topic first. Blocks for the leave-group
-    /// round trip. Idempotent.
+    /// Leaves the group: the revocation reaches the inner topic first, then the leave proceeds on
+    /// the executor (never blocks). Idempotent; any thread.
     void close() noexcept
     {
         if (const std::shared_ptr<kafka_group_member> joined = member()) {
@@ -92,14 +93,34 @@ public:
 
     void records_available(std::int32_t partition) noexcept override
     {
+        if (has_client_error_.load(std::memory_order_acquire)) {
+            const std::lock_guard lock(client_error_mutex_);
+            client_error_.clear();  // the client reaches the brokers again
+            has_client_error_.store(false, std::memory_order_release);
+        }
         if (partition >= 0 && static_cast<std::uint32_t>(partition) < topic_->partition_count()) {
             topic_->slot(static_cast<std::size_t>(partition)).storage.notify();
         }
     }
 
-    void failed(boost::system::error_code, const std::string&) noexcept override
+    /// A client-level error (brokers unreachable, ...): librdkafka retries, so no consume fails for
+    /// it; `client_error` shows it until records arrive again. Partition errors (an offset out of
+    /// range) fail the consume that reads the partition instead (`kafka_group_member::read`).
+    void failed(boost::system::error_code, const std::string& detail) noexcept override
     {
-        // Not surfaced yet (docs/kafka.md "Not yet": offsets out of range, broker errors).
+        try {
+            const std::lock_guard lock(client_error_mutex_);
+            client_error_ = detail;
+            has_client_error_.store(true, std::memory_order_release);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): no memory for the text; it stays unreported
+        }
+    }
+
+    /// The latest client-level error since records last arrived; empty when none. Any thread.
+    std::string client_error() const
+    {
+        const std::lock_guard lock(client_error_mutex_);
+        return client_error_;
     }
 
 private:
@@ -126,6 +147,9 @@ private:
     const std::size_t index_;
     mutable std::mutex member_mutex_;
     std::shared_ptr<kafka_group_member> member_;  // guarded by member_mutex_; set once by join
+    mutable std::mutex client_error_mutex_;
+    std::string client_error_;                   // guarded by client_error_mutex_
+    std::atomic<bool> has_client_error_{false};  // client_error_ is not empty (checked without the lock)
 };
 
 /// The consumer handed to the `pull_consumer` handle: the inner topic's shared consumer, whose
@@ -134,7 +158,7 @@ private:
 template <class T>
 class kafka_consumer final : public consumer_base<T> {
 public:
-    kafka_consumer(std::shared_ptr<consumer_base<T>> inner, std::unique_ptr<kafka_group_binding<T>> binding)
+    kafka_consumer(std::shared_ptr<consumer_base<T>> inner, std::shared_ptr<kafka_group_binding<T>> binding)
         : inner_(std::move(inner)), binding_(std::move(binding))
     {
     }
@@ -149,7 +173,7 @@ public:
     boost::system::error_code commit() override { return inner_->commit(); }
     boost::system::error_code skip(skipped_record& skipped) override { return inner_->skip(skipped); }
     boost::system::error_code unreadable(skipped_record& record) override { return inner_->unreadable(record); }
-    /// Closes the consumer, then leaves the Kafka group (blocks for the leave-group round trip).
+    /// Closes the consumer, then leaves the Kafka group (asynchronously: never blocks).
     void close() noexcept override
     {
         inner_->close();
@@ -160,7 +184,13 @@ public:
     const std::string& group_name() const noexcept override { return inner_->group_name(); }
     std::vector<std::size_t> partitions() const override { return inner_->partitions(); }
     std::uint64_t lag() const override { return inner_->lag(); }
-    std::string last_error() const override { return inner_->last_error(); }
+    /// The latest operation's failure, else the member's latest client-level error (for example
+    /// brokers unreachable while a consume waits), else empty.
+    std::string last_error() const override
+    {
+        std::string text = inner_->last_error();
+        return text.empty() ? binding_->client_error() : text;
+    }
     const boost::asio::any_io_executor& default_executor() const noexcept override
     {
         return inner_->default_executor();
@@ -169,7 +199,7 @@ public:
 
 private:
     const std::shared_ptr<consumer_base<T>> inner_;
-    const std::unique_ptr<kafka_group_binding<T>> binding_;
+    const std::shared_ptr<kafka_group_binding<T>> binding_;
 };
 
 }  // namespace bufferqueue::detail

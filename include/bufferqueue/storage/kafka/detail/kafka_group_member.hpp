@@ -1,5 +1,5 @@
 // Internal: one member of a Kafka consumer group behind a non-template interface - the building
-// block of pull consumers over Kafka topics (not wired into the topic yet; see docs/kafka.md).
+// block of pull consumers over Kafka topics (see docs/kafka.md).
 #pragma once
 
 #include <boost/asio/any_io_executor.hpp>
@@ -31,8 +31,9 @@ public:
     virtual void revoked(std::span<const std::int32_t> partitions) noexcept = 0;
     /// Records of `partition` are readable (told after each wake-up while the partition holds some).
     virtual void records_available(std::int32_t partition) noexcept = 0;
-    /// A consumer error librdkafka reported (`detail` names topic, partition and reason), for
-    /// example an offset out of range, which librdkafka would otherwise reset silently.
+    /// A client-level error librdkafka reported on the consumer queue (`detail` names topic, group
+    /// and reason), for example all brokers down; librdkafka keeps retrying the transient ones.
+    /// Partition errors are thrown by `read` instead.
     virtual void failed(boost::system::error_code error, const std::string& detail) noexcept = 0;
 
 protected:
@@ -50,7 +51,8 @@ struct kafka_group_settings {
     std::string group;
     std::string bootstrap_servers;
     /// After bufferqueue's consumer defaults (`enable.auto.commit=false`,
-    /// `enable.auto.offset.store=false`, `auto.offset.reset=earliest`), so they win.
+    /// `enable.auto.offset.store=false`, `auto.offset.reset=error` with new partitions started at
+    /// the earliest record), so they win.
     std::map<std::string, std::string> properties;
     /// Where the member's events (rebalances, errors, commit results, record arrivals) are served.
     boost::asio::any_io_executor executor;
@@ -75,10 +77,16 @@ public:
     virtual ~kafka_group_member() = default;
 
     /// Appends up to `max_records` records of assigned `partition` to `out`, without blocking;
-    /// returns how many. 0 when nothing is readable or the partition is not assigned.
+    /// returns how many. 0 when nothing is readable or the partition is not assigned. An error the
+    /// partition's queue held is thrown once, when no record precedes it: `bufferqueue::error`
+    /// `errc::offset_out_of_range` when the group's committed offset names no record (nothing is
+    /// reset: the partition then delivers nothing until it is assigned again), else the librdkafka
+    /// error's code (`kafka_error_code`); each names topic, group, partition and offset. A partition
+    /// without a committed offset starts at its earliest record (unless `properties` set
+    /// `auto.offset.reset`, whose policy librdkafka then applies to both cases).
     virtual std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) = 0;
 
-    /// Whether `read(partition, ...)` would return something now. Never blocks.
+    /// Whether `read(partition, ...)` would return something (or throw) now. Never blocks.
     virtual bool has_records(std::int32_t partition) const noexcept = 0;
 
     /// Commits `next_offset` (the offset after the last record processed) for `partition`;

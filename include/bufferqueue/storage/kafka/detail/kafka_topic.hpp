@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <numeric>
 #include <span>
 #include <string>
@@ -72,12 +73,25 @@ public:
     const storage_runner& runner() const noexcept override { return runner_; }
 
     /// Purges the records not acknowledged yet: awaited produces complete with `errc::closed`,
-    /// unawaited ones are reported to the error sink. Idempotent.
+    /// unawaited ones are reported to the error sink. Closes the consumers, and their Kafka group
+    /// members leave their groups (asynchronously, on the executor; never blocks), so the members'
+    /// waits end and `io_context::run()` can return. Idempotent.
     void close() noexcept override
     {
         if (!closed_.exchange(true, std::memory_order_acq_rel)) {
             inner_->close();
             producer_->close();
+            // The members leave their groups (asynchronously), so their waits end.
+            std::vector<std::weak_ptr<kafka_group_binding<T>>> bindings;
+            {
+                const std::lock_guard lock(bindings_mutex_);
+                bindings.swap(bindings_);
+            }
+            for (const auto& each : bindings) {
+                if (const auto binding = each.lock()) {
+                    binding->close();
+                }
+            }
         }
     }
 
@@ -152,12 +166,13 @@ public:
                 inner_->revoke_partitions(options.group, index, every);  // the group protocol decides
             }
             for (std::size_t index = 0; index < made.size(); ++index) {
-                auto binding = std::make_unique<kafka_group_binding<T>>(inner_, options.group, index);
+                auto binding = std::make_shared<kafka_group_binding<T>>(inner_, options.group, index);
                 binding->join(kafka_group_settings{.topic = name_,
                                                    .group = options.group,
                                                    .bootstrap_servers = bootstrap_servers_,
                                                    .properties = properties_,
                                                    .executor = executor_});
+                remember(binding);
                 members.push_back(std::make_shared<kafka_consumer<T>>(made[index], std::move(binding)));
             }
         } catch (...) {
@@ -200,6 +215,17 @@ public:
     const kafka_producer& producer() const noexcept { return *producer_; }
 
 private:
+    // Keeps the member for close (which must reach it), forgetting those of closed consumers.
+    void remember(const std::shared_ptr<kafka_group_binding<T>>& binding)
+    {
+        const std::lock_guard lock(bindings_mutex_);
+        std::erase_if(bindings_, [](const auto& each) { return each.expired(); });
+        bindings_.push_back(binding);
+        if (closed_.load(std::memory_order_acquire)) {  // closed meanwhile: close did not see it
+            binding->close();
+        }
+    }
+
     static errc refusal_code(kafka_producer::enqueue_result result) noexcept
     {
         switch (result) {
@@ -244,6 +270,8 @@ private:
     const storage_runner runner_{};  // never blocks
     std::atomic<std::size_t> round_robin_{0};
     std::atomic<bool> closed_{false};
+    std::mutex bindings_mutex_;
+    std::vector<std::weak_ptr<kafka_group_binding<T>>> bindings_;  // guarded by bindings_mutex_
 };
 
 }  // namespace bufferqueue::detail
