@@ -117,6 +117,13 @@ def comparisons(results):
                     "mmap/floor/msync_one_page"]))
     groups.append(("Serializer round trip (encode + decode) of a 64-byte record", "serializer/raw",
                    ["serializer/msgpack", "serializer/json"]))
+    # Issue 13: Kafka topics beside a bare librdkafka loop on the same mock cluster (bench_kafka).
+    for kind, title in (("produce", "Kafka produce: 8,192 ints acknowledged by the mock broker, one partition"),
+                        ("consume", "Kafka consume: 8,192 ints in one consumer group, batches of 1,000 committed "
+                                    "one by one")):
+        groups.append((f"{title}, raw serializer", f"kafka/{kind}/bufferqueue_raw", [f"kafka/{kind}/librdkafka"]))
+        groups.append((f"{title}, json serializer (the default)", f"kafka/{kind}/bufferqueue",
+                       [f"kafka/{kind}/librdkafka"]))
     return [(title, ours, [peer for peer in peers if peer in results]) for title, ours, peers in groups
             if ours in results]
 
@@ -312,6 +319,22 @@ def targets(results):
                    produce_ratio is not None and produce_ratio <= 5 and consume_ratio is not None and consume_ratio <= 5)
 
     user_targets()
+
+    # Issue 13: Kafka topics' overhead over a bare librdkafka producer / consumer loop, same run. Judged
+    # on the raw-serializer rows (the same bytes as the bare loop, no encoding work); json reported.
+    parts, met = [], True
+    for kind in ("produce", "consume"):
+        bare_time = time_of(results, f"kafka/{kind}/librdkafka")
+        for row in ("bufferqueue_raw", "bufferqueue"):
+            ours_time = time_of(results, f"kafka/{kind}/{row}")
+            ratio = ours_time / bare_time if ours_time and bare_time else None
+            parts.append(f"{kind} {'raw' if row.endswith('raw') else 'json (reported)'} {fmt(ratio)} the bare "
+                         "loop's time" + (f" ({ours_time / 1e3:.1f} vs {bare_time / 1e3:.1f} ms)" if ratio else ""))
+            if row.endswith("raw"):
+                met = met and ratio is not None and ratio <= 1.25
+    if time_of(results, "kafka/produce/librdkafka") or time_of(results, "kafka/consume/librdkafka"):
+        target(status, 13, "Kafka topics (raw serializer): produce and consume within 1.25x the time of a bare "
+               "librdkafka producer / consumer loop on the same mock cluster", "; ".join(parts), met)
     return status
 
 

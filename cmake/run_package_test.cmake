@@ -4,7 +4,9 @@
 # and package_core_consumer (the core component, which must compile without nlohmann_json and
 # msgpack-cxx). In find_package mode it also builds the consumer project asking for the core
 # component alone (with nlohmann_json and msgpack disabled for find_package), and compiles both
-# programs with the flags of the installed pkg-config files (bufferqueue.pc, bufferqueue-core.pc).
+# programs with the flags of the installed pkg-config files (bufferqueue.pc, bufferqueue-core.pc), and
+# builds and runs the programs of the optional components the library was built with (prometheus,
+# kafka: find_package(bufferqueue COMPONENTS kafka) gives bufferqueue::kafka).
 #   cmake -DMODE=<add_subdirectory|fetchcontent|find_package> -DSOURCE=<checkout> -DWORK=<directory>
 #         -DGENERATOR=<generator> -DCOMPILER=<c++ compiler> [-DLAUNCHER=<ccache>] [-DBUILD_TYPE=<type>]
 #         -P run_package_test.cmake
@@ -94,6 +96,27 @@ if(MODE STREQUAL "find_package")
         endif()
     else()
         message("bufferqueue was built without prometheus-cpp: the prometheus component is not checked")
+    endif()
+
+    # The optional kafka component, when the library was built with librdkafka:
+    # find_package(bufferqueue COMPONENTS kafka) loads it (and finds librdkafka with pkg-config).
+    if(EXISTS "${prefix}/lib/cmake/bufferqueue/bufferqueue-kafka-targets.cmake")
+        if(NOT EXISTS "${prefix}/include/bufferqueue/kafka.hpp")
+            message(FATAL_ERROR "the kafka component is installed without <bufferqueue/kafka.hpp>")
+        endif()
+        run("${CMAKE_COMMAND}" -S "${SOURCE}/tests/package" -B "${WORK}/kafka-consumer" ${common}
+            ${consumer_options} -DBUFFERQUEUE_CONSUME_COMPONENT=kafka)
+        run("${CMAKE_COMMAND}" --build "${WORK}/kafka-consumer")
+        run("${WORK}/kafka-consumer/package_kafka_consumer")
+        message("${output}")
+        if(NOT output MATCHES "package consumer \\(find_package, kafka\\): 3 items acknowledged by the broker")
+            message(FATAL_ERROR "unexpected output of package_kafka_consumer")
+        endif()
+    else()
+        if(EXISTS "${prefix}/include/bufferqueue/kafka.hpp")
+            message(FATAL_ERROR "<bufferqueue/kafka.hpp> is installed without the kafka component")
+        endif()
+        message("bufferqueue was built without librdkafka: the kafka component is not checked")
     endif()
 
     # pkg-config: `pkg-config --cflags --libs bufferqueue` (and bufferqueue-core) against the staging prefix.

@@ -1,8 +1,12 @@
 // HTTP ingest: a Boost.Beast server on 127.0.0.1 that takes JSON items over HTTP and produces them
 // into topics that a pull consumer and two push consumers read and log.
 //
-//   example_http_ingest <port> [<seconds>]      port 0 picks a free port; the bound port is printed;
+//   example_http_ingest [--kafka[=<servers>]] <port> [<seconds>]
+//                                               port 0 picks a free port; the bound port is printed;
 //                                               <seconds> stops the server after that long
+//   --kafka            topic-foo1 is a Kafka topic (docs/kafka.md) on an in-process mock cluster
+//   --kafka=<servers>  topic-foo1 is a Kafka topic on those brokers ("host:port,..."), which must
+//                      have topic-foo1 with 2 partitions; built only with bufferqueue::kafka
 //
 //   POST /api/foo1  {"id": 1, "name": "x"}   -> topic-foo1, read by a pull consumer (auto commit)
 //   POST /api/foo2  {"id": 1, "name": "x"}   -> topic-foo2, singleton push consumer (auto commit)
@@ -17,6 +21,9 @@
 // Responses: 202 accepted, 400 malformed JSON or fields (with a message), 404 unknown path,
 // 405 wrong method, 413 body over 4 KiB, 503 topic full. One request per connection.
 #include <bufferqueue/bufferqueue.hpp>
+#if BUFFERQUEUE_EXAMPLE_KAFKA
+#include <bufferqueue/kafka.hpp>
+#endif
 #if BUFFERQUEUE_EXAMPLE_PROMETHEUS
 #include <bufferqueue/prometheus.hpp>
 #include <prometheus/text_serializer.h>
@@ -67,6 +74,11 @@ struct bar {
     double amount = 0;
 };
 
+// A Kafka topic stores its items serialized (json_serializer<foo>, --kafka): to_json and from_json.
+void to_json(nlohmann::json& json, const foo& item)
+{
+    json = nlohmann::json{{"id", item.id}, {"name", item.name}};
+}
 void from_json(const nlohmann::json& json, foo& item)
 {
     json.at("id").get_to(item.id);
@@ -129,13 +141,23 @@ struct bar_push_consumer {
     counters* counts = nullptr;
 };
 
+// Where topic-foo1 lives: memory (the default), or Kafka: `servers` empty for an in-process mock cluster.
+struct foo1_storage {
+    bool kafka = false;
+    std::string servers;
+};
+
 class server {
 public:
-    server(asio::io_context& io, unsigned short port)
+    server(asio::io_context& io, unsigned short port, const foo1_storage& foo1)
         : io_(io), queue_(io.get_executor()), acceptor_(io, tcp::endpoint(asio::ip::make_address("127.0.0.1"), port)),
           signals_(io, SIGINT, SIGTERM), deadline_(io)
     {
-        queue_.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo1", .partitions = 2});
+        if (foo1.kafka) {
+            add_kafka_foo1(foo1.servers);
+        } else {
+            queue_.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo1", .partitions = 2});
+        }
         queue_.add_topic(bq::memory_topic_options<foo>{.name = "topic-foo2", .partitions = 2});
         queue_.add_topic(bq::memory_topic_options<bar>{
             .name = "topic-bar", .partitions = 2, .bounded_capacity = bar_capacity, .full_mode = bq::full_mode::fail});
@@ -173,6 +195,31 @@ public:
     const counters& counts() const { return counts_; }
 
 private:
+    // The same producers and consumers, with topic-foo1 in a Kafka cluster: on `servers`, or on a
+    // mock cluster in this process when none are given.
+    void add_kafka_foo1([[maybe_unused]] const std::string& servers)
+    {
+#if BUFFERQUEUE_EXAMPLE_KAFKA
+        // [readme:kafka]
+        std::string bootstrap = servers;
+        if (bootstrap.empty()) {  // --kafka alone: one broker on loopback, in this process
+            kafka_cluster_ = std::make_unique<bq::kafka_mock_cluster>(1);
+            kafka_cluster_->create_topic("topic-foo1", 2);
+            bootstrap = kafka_cluster_->bootstrap_servers();
+        }
+        queue_.add_topic(bq::kafka_topic_options<foo>{
+            .name = "topic-foo1",
+            .partitions = 2,  // must match the brokers' topic
+            .bootstrap_servers = bootstrap,
+            .serializer = bq::json_serializer<foo>{},
+            .properties = {{"linger.ms", "1"}, {"fetch.wait.max.ms", "10"}},  // passed to librdkafka
+            .connect_timeout = std::chrono::seconds(5)});
+        // [readme:kafka-end]
+        std::printf("http_ingest: topic-foo1 is a Kafka topic on %s%s\n", bootstrap.c_str(),
+                    servers.empty() ? " (an in-process mock cluster)" : "");
+#endif
+    }
+
     asio::awaitable<void> pull_foo1()
     {
         try {
@@ -335,6 +382,10 @@ private:
                 }
                 co_await queue_.stop();  // running handlers finish
                 queue_.close();          // ends the pull consumer
+                // Closing the handles too: a Kafka consumer leaves its group then (a round trip to
+                // the brokers), and until it does its group membership keeps io_context::run() busy.
+                foo1_consumer_->close();
+                audit_consumer_->close();
                 // A request still being read is answered 503 now (the driver checks that).
                 std::printf("http_ingest: queue closed\n");
                 std::fflush(stdout);
@@ -343,6 +394,9 @@ private:
     }
 
     asio::io_context& io_;
+#if BUFFERQUEUE_EXAMPLE_KAFKA
+    std::unique_ptr<bq::kafka_mock_cluster> kafka_cluster_;  // with --kafka alone; outlives queue_
+#endif
     bq::buffer_queue queue_;
     counters counts_;
     std::optional<bq::pull_consumer<foo>> foo1_consumer_;
@@ -357,10 +411,18 @@ private:
 void print_usage(std::FILE* to, const char* program)
 {
     std::fprintf(to,
-                 "usage: %s <port> [<seconds>]\n"
+                 "usage: %s [--kafka[=<servers>]] <port> [<seconds>]\n"
                  "  Serves HTTP on 127.0.0.1:<port> (0..65535; 0 picks a free port and prints it) and stops\n"
-                 "  after <seconds> (1..86400) when given, on POST /shutdown, SIGINT or SIGTERM.\n",
-                 program);
+                 "  after <seconds> (1..86400) when given, on POST /shutdown, SIGINT or SIGTERM.\n"
+                 "  --kafka puts topic-foo1 in Kafka: on an in-process mock cluster, or with =<servers>\n"
+                 "  (\"host:port,...\") on those brokers, which must have topic-foo1 with 2 partitions%s.\n",
+                 program,
+#if BUFFERQUEUE_EXAMPLE_KAFKA
+                 ""
+#else
+                 " (this build has no bufferqueue::kafka: --kafka is refused)"
+#endif
+    );
 }
 
 // The whole of `text` as a decimal number in [min, max]; nothing for "8080x", "", "+1" or " 1".
@@ -380,25 +442,43 @@ int main(int argc, char** argv)
         print_usage(stdout, argv[0]);
         return 0;
     }
-    if (argc < 2 || argc > 3) {
+    foo1_storage foo1;
+    int first = 1;  // the first positional argument
+    if (argc > 1 && (std::string_view(argv[1]) == "--kafka" || std::string_view(argv[1]).starts_with("--kafka="))) {
+        const std::string_view option(argv[1]);
+        foo1.kafka = true;
+        foo1.servers = option.size() > 8 ? std::string(option.substr(8)) : "";
+        if (option.starts_with("--kafka=") && foo1.servers.empty()) {
+            std::fprintf(stderr, "http_ingest: --kafka= names no servers: expected --kafka=host:port,...\n");
+            print_usage(stderr, argv[0]);
+            return 2;
+        }
+#if !BUFFERQUEUE_EXAMPLE_KAFKA
+        std::fprintf(stderr, "http_ingest: this build has no Kafka topics (bufferqueue::kafka, librdkafka)\n");
+        print_usage(stderr, argv[0]);
+        return 2;
+#endif
+        first = 2;
+    }
+    if (argc - first < 1 || argc - first > 2) {
         print_usage(stderr, argv[0]);
         return 2;
     }
-    const std::optional<int> port = parse_number(argv[1], 0, 65535);
+    const std::optional<int> port = parse_number(argv[first], 0, 65535);
     if (!port) {
-        std::fprintf(stderr, "http_ingest: bad <port> '%s': expected a number 0..65535\n", argv[1]);
+        std::fprintf(stderr, "http_ingest: bad <port> '%s': expected a number 0..65535\n", argv[first]);
         print_usage(stderr, argv[0]);
         return 2;
     }
     std::optional<int> seconds;
-    if (argc == 3 && !(seconds = parse_number(argv[2], 1, 86'400))) {
-        std::fprintf(stderr, "http_ingest: bad <seconds> '%s': expected a number 1..86400\n", argv[2]);
+    if (argc - first == 2 && !(seconds = parse_number(argv[first + 1], 1, 86'400))) {
+        std::fprintf(stderr, "http_ingest: bad <seconds> '%s': expected a number 1..86400\n", argv[first + 1]);
         print_usage(stderr, argv[0]);
         return 2;
     }
     try {
         asio::io_context io;
-        server ingest(io, static_cast<unsigned short>(*port));
+        server ingest(io, static_cast<unsigned short>(*port), foo1);
         ingest.run(seconds);
         std::printf("http_ingest: listening on 127.0.0.1:%u\n", static_cast<unsigned>(ingest.port()));
         std::fflush(stdout);
@@ -412,7 +492,7 @@ int main(int argc, char** argv)
         }
         std::printf("http_ingest: %s\n", complete ? "done" : "FAILED (accepted items were not all consumed)");
         return complete ? 0 : 1;
-    } catch (const std::exception& failure) {  // e.g. the port is in use
+    } catch (const std::exception& failure) {  // e.g. the port is in use, or no Kafka broker answered
         std::fprintf(stderr, "http_ingest: %s\n", failure.what());
         return 1;
     }

@@ -101,7 +101,7 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
           "member resumes after the committed offsets",
           "[kafka][slow]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("events");
     cluster.create_topic(topic, 2);
     boost::asio::io_context io;

@@ -127,7 +127,7 @@ TEST_CASE("two processes in one kafka group split the partitions, and when one i
           "[kafka][slow]")
 {
     const std::string topic = bq::test::unique_topic("processes");
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     cluster.create_topic(topic, 4);
     const std::string servers = cluster.bootstrap_servers();
     const bq::test::temporary_directory directory("bufferqueue-kafka-processes");

@@ -67,7 +67,7 @@ std::int64_t total_records(kafka_reader& reader, const std::string& topic, std::
 TEST_CASE("a kafka produce completes once the brokers acknowledged every record, routed by key as on memory topics",
           "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("orders");
     cluster.create_topic(topic, 6, 3);
     boost::asio::io_context io;
@@ -109,7 +109,7 @@ TEST_CASE("a kafka produce completes once the brokers acknowledged every record,
 
 TEST_CASE("a kafka produce without a key spreads items round-robin, one partition after the other", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("numbers");
     cluster.create_topic(topic, 4);
     boost::asio::io_context io;
@@ -131,7 +131,7 @@ TEST_CASE("a kafka produce without a key spreads items round-robin, one partitio
 
 TEST_CASE("kafka try_produce hands records to the client without waiting for the brokers", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("numbers");
     cluster.create_topic(topic, 2);
     boost::asio::io_context io;
@@ -155,6 +155,9 @@ TEST_CASE("kafka try_produce hands records to the client without waiting for the
 
 TEST_CASE("a kafka produce completes with timed_out after message.timeout.ms while the broker is down", "[kafka][slow]")
 {
+    if (bq::test::skip_on_real_kafka_cluster("takes a broker down")) {
+        return;
+    }
     bq::kafka_mock_cluster cluster{1};
     cluster.create_topic("numbers", 1);
     boost::asio::io_context io;
@@ -193,6 +196,9 @@ TEST_CASE("a kafka produce completes with timed_out after message.timeout.ms whi
 
 TEST_CASE("a kafka produce survives retriable produce errors and fails on a refusal", "[kafka]")
 {
+    if (bq::test::skip_on_real_kafka_cluster("injects produce errors")) {
+        return;
+    }
     bq::kafka_mock_cluster cluster{1};
     cluster.create_topic("numbers", 1);
     boost::asio::io_context io;
@@ -215,6 +221,9 @@ TEST_CASE("a kafka produce survives retriable produce errors and fails on a refu
 
 TEST_CASE("closing the queue completes kafka produces still waiting for the brokers with closed", "[kafka]")
 {
+    if (bq::test::skip_on_real_kafka_cluster("takes a broker down")) {
+        return;
+    }
     bq::kafka_mock_cluster cluster{1};
     cluster.create_topic("numbers", 1);
     boost::asio::io_context io;
@@ -247,7 +256,7 @@ TEST_CASE("closing the queue completes kafka produces still waiting for the brok
 
 TEST_CASE("kafka produces from several threads at once all complete and every record is stored once", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("numbers");
     cluster.create_topic(topic, 3);
     boost::asio::io_context io;

@@ -37,7 +37,7 @@ bq::kafka_topic_options<int> int_topic(const std::string& name, std::size_t part
 
 TEST_CASE("a kafka topic registers when the cluster has it with that partition count", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("orders");
     cluster.create_topic(topic, 6);
     boost::asio::io_context io;
@@ -66,7 +66,7 @@ TEST_CASE("registering a kafka topic on an unreachable cluster fails with io_err
 
 TEST_CASE("registering a kafka topic the cluster lacks fails with no_such_topic and creates nothing", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string typo = bq::test::unique_topic("ordres");
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
@@ -82,7 +82,7 @@ TEST_CASE("registering a kafka topic the cluster lacks fails with no_such_topic 
 
 TEST_CASE("registering a kafka topic with another partition count than the cluster's names both counts", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("orders");
     cluster.create_topic(topic, 6);
     boost::asio::io_context io;
@@ -140,7 +140,7 @@ TEST_CASE("kafka topic options are checked before connecting, naming the option 
 
 TEST_CASE("registering a kafka topic twice is topic_exists, checked before connecting", "[kafka]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    bq::test::kafka_test_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("orders");
     cluster.create_topic(topic, 1);
     boost::asio::io_context io;
