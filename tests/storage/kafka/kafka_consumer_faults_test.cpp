@@ -118,7 +118,7 @@ TEST_CASE("a kafka consumer reports a committed offset out of range instead of r
           "[kafka][slow]")
 {
     const std::string topic = bq::test::unique_topic("out-of-range");
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    auto& cluster = bq::test::shared_kafka_cluster();
     cluster.create_topic(topic, 3);
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
