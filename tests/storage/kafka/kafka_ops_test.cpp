@@ -55,6 +55,8 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
     bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("stats");
     cluster.create_topic(topic, 2);
+    // Kafka group names are the cluster's: unique, so no other test's lingering member joins it.
+    const std::string readers_group = bq::test::unique_topic("readers");
     boost::asio::io_context io;
     // The queue that asks for statistics; another queue (another process's client) produces and commits.
     bq::buffer_queue observer(io.get_executor());
@@ -75,7 +77,7 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
         CHECK(before.produced == 6);
         CHECK(before.groups.empty());
 
-        auto reader = other.create_pull_consumer<int>({.topic = topic, .group = "readers"});
+        auto reader = other.create_pull_consumer<int>({.topic = topic, .group = readers_group});
         std::optional<std::size_t> taken;
         reader.consume([&](boost::system::error_code error, bq::batch<int> batch) {
             REQUIRE_FALSE(error);
@@ -94,11 +96,11 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
 
     // The observer opens the group (nothing is read): the statistics show the other process's
     // commit, and the consumer's lag (over its partitions: wait for the group's assignment) follows.
-    auto idle = observer.create_pull_consumer<int>({.topic = topic, .group = "readers"});
+    auto idle = observer.create_pull_consumer<int>({.topic = topic, .group = readers_group});
     run_until(
         io, [&] { return idle.partitions().size() == 2; }, std::chrono::seconds(20));
     const bq::topic_stats after = observer.stats<int>(topic);
-    const bq::group_stats* readers = group_named(after, "readers");
+    const bq::group_stats* readers = group_named(after, readers_group);
     REQUIRE(readers != nullptr);
     CHECK(readers->partitions[0].committed + readers->partitions[1].committed == committed);
     CHECK(readers->lag == 6 - committed);
@@ -159,12 +161,13 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
     bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("removal");
     cluster.create_topic(topic, 2);
+    const std::string busy = bq::test::unique_topic("busy");  // Kafka group names are the cluster's
     boost::asio::io_context io;
     bq::buffer_queue elsewhere(io.get_executor());  // another process's member of the group
     elsewhere.add_topic(bq::test::quick_topic(topic, 2, cluster.bootstrap_servers()));
     auto producer = elsewhere.producer<int>(topic);
     REQUIRE(produce_and_wait(producer, bq::test::range(0, 4), io) == boost::system::error_code());
-    auto member = elsewhere.create_pull_consumer<int>({.topic = topic, .group = "busy"});
+    auto member = elsewhere.create_pull_consumer<int>({.topic = topic, .group = busy});
     std::optional<bool> read;
     member.consume([&](boost::system::error_code error, bq::batch<int> batch) { read = !error && !batch.empty(); });
     run_until(
@@ -174,7 +177,7 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
     member.commit([&](boost::system::error_code error) { commit_result = error; });
     run_until(io, [&] { return commit_result.has_value(); });
     REQUIRE_FALSE(*commit_result);
-    const std::vector<std::int64_t> before = bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, "busy");
+    const std::vector<std::int64_t> before = bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, busy);
 
     bq::buffer_queue here(io.get_executor());
     here.add_topic(bq::test::quick_topic(topic, 2, cluster.bootstrap_servers()));
@@ -184,7 +187,7 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
     {
         auto guard = boost::asio::make_work_guard(io);
         std::thread runner([&] { io.run(); });
-        refused = bq::test::error_from([&] { (void)here.remove_group<int>(topic, "busy"); });
+        refused = bq::test::error_from([&] { (void)here.remove_group<int>(topic, busy); });
         guard.reset();
         boost::asio::post(io, [&] { io.stop(); });
         runner.join();
@@ -193,8 +196,8 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
     CHECK(refused->code() == bq::errc::group_in_use);
     const std::string message = refused->what();
     CHECK(message.find("'" + topic + "'") != std::string::npos);
-    CHECK(message.find("'busy'") != std::string::npos);
-    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, "busy") == before);
+    CHECK(message.find("'" + busy + "'") != std::string::npos);
+    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, busy) == before);
     io.restart();
     member.close();
 }

@@ -52,6 +52,7 @@ TEST_CASE("an auto-commit push consumer of a kafka topic commits on the brokers 
     bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("push-auto");
     cluster.create_topic(topic, 2);
+    const std::string group_name = bq::test::unique_topic("auto");  // Kafka group names are the cluster's
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
     bq::test::sink_log errors;
@@ -61,7 +62,7 @@ TEST_CASE("an auto-commit push consumer of a kafka topic commits on the brokers 
     REQUIRE(produce_and_wait(producer, bq::test::range(0, 20), io) == boost::system::error_code());
 
     std::vector<int> received;
-    queue.add_push_consumer<int>({.topic = topic, .group = "auto", .batch_size = 4},
+    queue.add_push_consumer<int>({.topic = topic, .group = group_name, .batch_size = 4},
                                  [&](bq::batch<int> batch) -> boost::asio::awaitable<void> {
                                      received.insert(received.end(), batch.begin(), batch.end());
                                      if (std::find(batch.begin(), batch.end(), 7) != batch.end()) {
@@ -77,10 +78,10 @@ TEST_CASE("an auto-commit push consumer of a kafka topic commits on the brokers 
     std::sort(received.begin(), received.end());
     CHECK(received == bq::test::range(0, 20));
     REQUIRE(errors.size() == 1);
-    CHECK(errors.lines.front().rfind(topic + "|auto|", 0) == 0);
+    CHECK(errors.lines.front().rfind(topic + "|" + group_name + "|", 0) == 0);
     CHECK(errors.lines.front().find("|exception") != std::string::npos);
     // Round-robin put 10 records in each partition; the brokers hold the group's commits after both.
-    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, "auto") ==
+    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, group_name) ==
           std::vector<std::int64_t>{10, 10});
     const bq::topic_stats stats = queue.stats<int>(topic);
     REQUIRE(stats.groups.size() == 1);
@@ -98,6 +99,7 @@ TEST_CASE("a failing push handler over a kafka topic is retried max_attempts tim
     const std::string dead = topic + ".dead";
     cluster.create_topic(topic, 1);
     cluster.create_topic(dead, 1);
+    const std::string group_name = bq::test::unique_topic("work");  // Kafka group names are the cluster's
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
     bq::test::sink_log errors;
@@ -111,7 +113,7 @@ TEST_CASE("a failing push handler over a kafka topic is retried max_attempts tim
     std::vector<int> failing;               // the batch holding 7, as delivered the last time
     int last_committed = -1;                // the last item of the last batch committed
     queue.add_push_consumer({.topic = topic,
-                             .group = "work",
+                             .group = group_name,
                              .batch_size = 4,
                              .max_attempts = 2,
                              .retry_backoff = bq::test::quick_backoff,
@@ -135,7 +137,8 @@ TEST_CASE("a failing push handler over a kafka topic is retried max_attempts tim
     };
     io.restart();  // the produce ran it out of work
     REQUIRE(bq::test::run_until_then_stop(io, queue, [&] { return last_committed == 11; }));
-    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 1, "work") == std::vector<std::int64_t>{12});
+    CHECK(bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 1, group_name) ==
+          std::vector<std::int64_t>{12});
 
     // The failing batch twice in a row (max_attempts), every other record once, in order.
     REQUIRE_FALSE(failing.empty());
