@@ -148,7 +148,11 @@ public:
     /// group is open (close them first; push consumers: after `stop()` completes),
     /// `errc::io_error` (the message names the partition and file; partitions before it no longer
     /// hold the group, so call it again), `errc::no_such_topic`, `errc::type_mismatch`,
-    /// `errc::closed`. Thread-safe; does file I/O on persistent topics.
+    /// `errc::closed`. Thread-safe; does file I/O on persistent topics. On a Kafka topic it also
+    /// moves the group's committed offsets on the brokers back to the earliest records (a group
+    /// join: blocks up to the topic's `admin_timeout`; `errc::group_in_use` when members elsewhere
+    /// hold partitions, `errc::timed_out` / `errc::io_error` when the brokers do not answer;
+    /// docs/kafka.md, "remove_group").
     template <class T>
     bool remove_group(std::string_view topic, std::string_view group)
     {
@@ -160,9 +164,11 @@ public:
     /// what waits now, in items on every backend (see `topic_stats`, docs/statistics.md). Reads the
     /// storage's statistics without a lock on the produce path (a short lock shared with group
     /// registration, and each partition's waiter lock); allocates only the snapshot; never does
-    /// file I/O. Throws `bufferqueue::error`: `errc::no_such_topic`, `errc::type_mismatch` (the
-    /// message lists the item types the name is registered for). Works after `close()` too (the
-    /// last positions). Thread-safe.
+    /// file I/O. A Kafka topic's snapshot asks its brokers: it blocks the calling thread up to the
+    /// topic's `admin_timeout`, except on the thread running the topic's io_context, where it
+    /// reports the last numbers known (docs/kafka.md, "Statistics"). Throws `bufferqueue::error`:
+    /// `errc::no_such_topic`, `errc::type_mismatch` (the message lists the item types the name is
+    /// registered for). Works after `close()` too (the last positions). Thread-safe.
     template <class T>
     topic_stats stats(std::string_view topic) const
     {

@@ -11,11 +11,12 @@
 //                                              the destructor removes it
 //   template <class T> void add_topic(bufferqueue::buffer_queue&, const conformance_topic<T>&);
 //                                              registers the topic through buffer_queue::add_topic
-// and optionally (true when absent; see immediate_conformance_backends and
-// statistics_conformance_backends below):
+// and optionally (true when absent; see immediate_conformance_backends,
+// statistics_conformance_backends and stored_group_statistics_conformance_backends below):
 //   static constexpr bool immediate;           consumers own their split when created, and
 //                                              try_consume reads a produced item at once
 //   static constexpr bool statistics;          queue.stats<T>() counts positions
+//   static constexpr bool lists_stored_groups; ...and lists the stored groups this process did not open
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
@@ -155,6 +156,19 @@ template <class Backend>
 struct has_statistics : std::bool_constant<has_statistics_v<Backend>> {
 };
 
+template <class Backend>
+constexpr bool lists_stored_groups_v = [] {
+    if constexpr (requires { Backend::lists_stored_groups; }) {
+        return Backend::lists_stored_groups;
+    } else {
+        return true;
+    }
+}();
+
+template <class Backend>
+struct lists_stored_groups : std::bool_constant<has_statistics_v<Backend> && lists_stored_groups_v<Backend>> {
+};
+
 }  // namespace conformance_detail
 
 /// The backends that support bounded_capacity and full_mode.
@@ -181,11 +195,16 @@ using immediate_conformance_backends =
 using immediate_persistent_conformance_backends =
     conformance_detail::filter_backends<conformance_detail::is_immediate, persistent_conformance_backends>::type;
 
-/// The backends whose `queue.stats<T>()` counts end, earliest and committed positions. Not Kafka
-/// yet: its statistics list no partitions or groups (docs/kafka.md, "Not yet", Statistics).
+/// The backends whose `queue.stats<T>()` counts end, earliest and committed positions.
 using statistics_conformance_backends =
     conformance_detail::filter_backends<conformance_detail::has_statistics, conformance_backends>::type;
 
 /// The persistent backends among those with statistics.
 using statistics_persistent_conformance_backends =
     conformance_detail::filter_backends<conformance_detail::has_statistics, persistent_conformance_backends>::type;
+
+/// The persistent backends with statistics whose snapshots also list the groups they store that no
+/// consumer of this process opened. Not Kafka: the 2.0.2 mock has no ListGroups, so a Kafka topic
+/// lists the groups opened in this process (docs/kafka.md, "Statistics").
+using stored_group_statistics_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::lists_stored_groups, persistent_conformance_backends>::type;

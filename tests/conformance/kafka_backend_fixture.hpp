@@ -28,9 +28,12 @@ struct kafka_backend {
     /// "they start with no partitions"): the cases that read with try_consume right after creating
     /// consumers or producing do not run over Kafka.
     static constexpr bool immediate = false;
-    /// `queue.stats<T>()` of a Kafka topic lists no partitions or groups yet (docs/kafka.md, "Not
-    /// yet", Statistics).
-    static constexpr bool statistics = false;
+    /// `queue.stats<T>()` of a Kafka topic reads the partitions' offsets and the committed offsets
+    /// of the groups opened in this process from the brokers (docs/kafka.md, "Statistics").
+    static constexpr bool statistics = true;
+    /// ...but it cannot list the groups no consumer of this process opened: the 2.0.2 mock has no
+    /// ListGroups ("Required feature not supported by broker").
+    static constexpr bool lists_stored_groups = false;
 
     /// One broker: the suite tests the client side; replication adds nothing here and every broker
     /// costs threads and start-up time.

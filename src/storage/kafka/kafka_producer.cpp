@@ -5,6 +5,7 @@
 
 #include "bufferqueue/error.hpp"
 #include "kafka_client_setup.hpp"
+#include "kafka_offset_queries.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 
@@ -76,8 +77,8 @@ private:
 class producer_client final : public kafka_producer, public std::enable_shared_from_this<producer_client> {
 public:
     explicit producer_client(const kafka_producer_settings& settings)
-        : topic_name_(settings.topic), unawaited_(settings.topic, settings.delivery_error_sink),
-          descriptor_(settings.executor)
+        : topic_name_(settings.topic), partitions_(settings.partitions), servers_(settings.bootstrap_servers),
+          unawaited_(settings.topic, settings.delivery_error_sink), descriptor_(settings.executor)
     {
     }
 
@@ -185,6 +186,11 @@ public:
 
     std::uint64_t unawaited_failures() const noexcept override { return unawaited_.failures(); }
 
+    kafka_topic_offsets read_offsets(const std::vector<std::string>& groups, std::chrono::milliseconds timeout) override
+    {
+        return query_topic_offsets(client_, topic_name_, partitions_, groups, timeout, servers_);
+    }
+
 private:
     static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque)
     {
@@ -251,6 +257,8 @@ private:
     }
 
     const std::string topic_name_;
+    const std::size_t partitions_;
+    const std::string servers_;
     unawaited_records unawaited_;
     rd_kafka_t* client_ = nullptr;  // set by start(), destroyed last
     rd_kafka_topic_t* topic_ = nullptr;

@@ -50,6 +50,11 @@ struct kafka_topic_options {
     /// Told about records handed over by `try_produce` that the broker never acknowledged; may be
     /// empty (the failures are still counted). See `kafka_delivery_error_sink`.
     kafka_delivery_error_sink delivery_error_sink{};
+    /// Bounds the broker round trips of `buffer_queue::stats` (the partitions' offsets and the
+    /// groups' committed offsets; it blocks the calling thread at most this long, and not at all on
+    /// a thread running the topic's io_context) and of `buffer_queue::remove_group` (a group join).
+    /// At least 1 ms, at most INT_MAX ms. See docs/kafka.md, "Statistics".
+    std::chrono::milliseconds admin_timeout = std::chrono::seconds(10);
 };
 
 namespace detail {
@@ -91,6 +96,11 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                    kind, options.name, "connect_timeout",
                    "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
                        std::to_string(options.connect_timeout.count()) + " ms)");
+    require_option(options.admin_timeout.count() >= 1 &&
+                       options.admin_timeout.count() <= std::numeric_limits<int>::max(),
+                   kind, options.name, "admin_timeout",
+                   "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
+                       std::to_string(options.admin_timeout.count()) + " ms)");
 
     topic_partitions<kafka_partition<T>> partitions;
     partitions.reserve(options.partitions);
@@ -118,7 +128,8 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                                           .producer = std::move(producer),
                                           .consumers = std::move(consumers),
                                           .bootstrap_servers = options.bootstrap_servers,
-                                          .properties = std::move(consumer_properties)});
+                                          .properties = std::move(consumer_properties),
+                                          .admin_timeout = options.admin_timeout});
     return registered_topic_access::make(std::move(topic));
 }
 

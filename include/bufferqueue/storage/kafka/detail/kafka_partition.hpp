@@ -71,7 +71,9 @@ public:
         mutable std::mutex owner_mutex_;
         std::shared_ptr<kafka_group_member> owner_;  // guarded by owner_mutex_
         std::uint64_t generation_ = 0;               // guarded by owner_mutex_: changes with the owner
-        std::atomic<std::uint64_t> committed_{0};    // the last offset committed through this process
+        // The group's committed offset: the highest of this process's commits and what the brokers
+        // reported to the last statistics snapshot (`kafka_partition::record_committed`).
+        std::atomic<std::uint64_t> committed_{0};
         // Used by the one consumer holding the partition (the topic layer hands cursors over):
         std::uint64_t seen_generation_ = 0;
         std::vector<T> items_;                // decoded records from the committed position on
@@ -186,6 +188,9 @@ public:
                 reader.offsets_.push_back(static_cast<std::uint64_t>(record.offset));
                 ++reader.raw_next_;
             }
+            if (!reader.offsets_.empty()) {  // a record read proves the end is past it
+                raise(end_, reader.offsets_.back() + 1);
+            }
         }
         const std::size_t count = std::min(max_items, reader.items_.size());
         if (count == 0) {
@@ -214,7 +219,7 @@ public:
                         "kafka topic '" + topic_ + "' partition " + std::to_string(partition_) + ": commit of offset " +
                             std::to_string(next_offset) + " failed: " + result.message());
         }
-        reader.committed_.store(next_offset, std::memory_order_release);
+        raise(reader.committed_, next_offset);
         const auto passed = std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), next_offset);
         reader.committed_prefix_ = static_cast<std::size_t>(passed - reader.offsets_.begin());
         if (reader.undecodable_ && reader.raw_next_ < reader.raw_.size() &&
@@ -256,20 +261,48 @@ public:
 
     void close() noexcept { closed_.store(true, std::memory_order_release); }
 
-    // Statistics: the brokers' numbers are not read yet (docs/kafka.md "Not yet").
-    std::uint64_t end_items() const noexcept { return 0; }
-    std::uint64_t earliest_items() const noexcept { return 0; }
+    // Statistics (docs/kafka.md "Statistics"): the last numbers known in this process, never a
+    // broker round trip (these are called on consumers' paths: `pull_consumer::lag`). The topic's
+    // `stats()` asks the brokers and records their answer here first; records read and this
+    // process's commits move them on in between.
+    std::uint64_t end_items() const noexcept { return end_.load(std::memory_order_acquire); }
+    std::uint64_t earliest_items() const noexcept { return earliest_.load(std::memory_order_acquire); }
     std::uint64_t committed_items(const cursor& reader) const noexcept
     {
-        return reader.committed_.load(std::memory_order_acquire);
+        return std::max(reader.committed_.load(std::memory_order_acquire), earliest_items());
+    }
+
+    /// The brokers' earliest and end offsets of the partition (ListOffsets, by the topic's `stats()`).
+    void record_offsets(std::int64_t earliest, std::int64_t end) noexcept
+    {
+        earliest_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(earliest, 0)), std::memory_order_release);
+        end_.store(static_cast<std::uint64_t>(std::max<std::int64_t>(end, 0)), std::memory_order_release);
+    }
+
+    /// The group's committed offset as the brokers reported it (OffsetFetch); -1 (none) is ignored.
+    /// A position never goes back here: a commit of this process may have passed the answer.
+    static void record_committed(cursor& reader, std::int64_t committed) noexcept
+    {
+        if (committed > 0) {
+            raise(reader.committed_, static_cast<std::uint64_t>(committed));
+        }
     }
 
 private:
+    static void raise(std::atomic<std::uint64_t>& value, std::uint64_t to) noexcept
+    {
+        std::uint64_t seen = value.load(std::memory_order_relaxed);
+        while (seen < to && !value.compare_exchange_weak(seen, to, std::memory_order_acq_rel)) {
+        }
+    }
+
     const std::string topic_;
     const std::int32_t partition_;
     const any_serializer<T> serializer_;
     partition_waker waker_;  // set once, before any consumer exists
     std::atomic<bool> closed_{false};
+    std::atomic<std::uint64_t> end_{0};       // last known end offset (brokers, or records read)
+    std::atomic<std::uint64_t> earliest_{0};  // last known earliest offset (brokers)
     mutable std::mutex groups_mutex_;
     std::map<std::string, std::unique_ptr<cursor>, std::less<>> cursors_;  // guarded by groups_mutex_
 };

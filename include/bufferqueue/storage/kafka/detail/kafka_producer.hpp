@@ -2,6 +2,7 @@
 // librdkafka calls live in src/storage/kafka/, so programs using Kafka topics never compile them).
 #pragma once
 
+#include "bufferqueue/storage/kafka/detail/kafka_offsets.hpp"
 #include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -14,6 +15,7 @@
 #include <memory>
 #include <span>
 #include <string>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -105,6 +107,14 @@ public:
 
     /// How many records handed over with `unawaited_listener()` failed so far.
     virtual std::uint64_t unawaited_failures() const noexcept = 0;
+
+    /// Asks the brokers, through this client, for every partition's earliest and end offsets and
+    /// for `groups`' committed offsets (see `kafka_topic_offsets`), within `timeout` in all. Blocks
+    /// the calling thread (never call it on an executor thread). Thread-safe. Throws
+    /// `bufferqueue::error` naming topic, group and servers: `errc::timed_out` when the brokers do
+    /// not answer in time, `errc::io_error` for an error they report.
+    virtual kafka_topic_offsets read_offsets(const std::vector<std::string>& groups,
+                                             std::chrono::milliseconds timeout) = 0;
 
 protected:
     kafka_producer() = default;

@@ -7,10 +7,14 @@
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_consumer.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_delivery.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_offsets.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
+#include <boost/asio/io_context.hpp>
+
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -49,6 +53,7 @@ public:
         std::shared_ptr<inner_topic> consumers;    // the inner topic of the consumers
         std::string bootstrap_servers;             // for the consumers' clients
         std::map<std::string, std::string> properties;
+        std::chrono::milliseconds admin_timeout{10000};  // stats() and remove_group's broker round trips
     };
 
     explicit kafka_topic(settings configuration)
@@ -57,7 +62,7 @@ public:
           serializer_(std::move(configuration.serializer)), executor_(std::move(configuration.executor)),
           producer_(std::move(configuration.producer)), inner_(std::move(configuration.consumers)),
           bootstrap_servers_(std::move(configuration.bootstrap_servers)),
-          properties_(std::move(configuration.properties))
+          properties_(std::move(configuration.properties)), admin_timeout_(configuration.admin_timeout)
     {
     }
 
@@ -184,19 +189,61 @@ public:
         return members;
     }
 
-    /// Names the topic and its backend only: partition ends and group positions (what the brokers
-    /// report) are not read yet, so `partitions` and `groups` stay empty rather than show zeros.
+    /// The snapshot with the brokers' numbers: every partition's earliest and end offsets and the
+    /// committed offsets of the groups this process opened, asked for within `admin_timeout`
+    /// (blocks the calling thread that long at most). On a thread running the topic's io_context,
+    /// or when the brokers do not answer in time, it blocks for nothing and reports the last
+    /// numbers known in this process instead (the previous snapshot's, moved on by the records read
+    /// and the commits made since). See docs/kafka.md, "Statistics".
     topic_stats stats() override
     {
-        topic_stats snapshot;
-        snapshot.topic = name_;
-        snapshot.item_type = type_name_;
-        snapshot.backend = "kafka";
-        return snapshot;
+        topic_stats snapshot = inner_->stats();
+        if (on_topic_io_context_thread()) {
+            return snapshot;
+        }
+        std::vector<std::string> groups;
+        for (const group_stats& group : snapshot.groups) {
+            groups.push_back(group.name);
+        }
+        kafka_topic_offsets offsets;
+        try {
+            offsets = producer_->read_offsets(groups, admin_timeout_);
+        } catch (...) {
+            return snapshot;  // the last numbers known; a scrape must not fail (buffer_queue::stats)
+        }
+        for (std::size_t partition = 0; partition < partitions_; ++partition) {
+            auto& storage = inner_->slot(partition).storage;
+            storage.record_offsets(offsets.earliest[partition], offsets.end[partition]);
+            for (const auto& [group, committed] : offsets.committed) {
+                if (auto* cursor = storage.find_cursor(group); cursor != nullptr) {
+                    kafka_partition<T>::record_committed(*cursor, committed[partition]);
+                }
+            }
+        }
+        return inner_->stats();
     }
 
     bool has_group(const std::string& group) override { return inner_->has_group(group); }
-    bool remove_group(const std::string& group) override { return inner_->remove_group(group); }
+
+    /// Forgets the group in this queue (throws `errc::group_in_use` while a consumer of it is open
+    /// here) and moves its committed offsets on the brokers back to the earliest records, so a group
+    /// created again under that name starts from the first stored record, in any process
+    /// (`reset_kafka_group_offsets`: a group join, blocks up to `admin_timeout`). Returns whether
+    /// either held something. Throws what `reset_kafka_group_offsets` throws (`group_in_use` when
+    /// members elsewhere hold partitions, `io_error` / `timed_out`), each naming topic and group;
+    /// the group is forgotten here then, so calling again retries the brokers.
+    bool remove_group(const std::string& group) override
+    {
+        const bool here = inner_->remove_group(group);
+        const bool on_brokers =
+            reset_kafka_group_offsets(kafka_group_reset_settings{.topic = name_,
+                                                                 .partitions = partitions_,
+                                                                 .group = group,
+                                                                 .bootstrap_servers = bootstrap_servers_,
+                                                                 .properties = properties_,
+                                                                 .timeout = admin_timeout_});
+        return here || on_brokers;
+    }
 
     /// The group's rebalances call these already; a caller's own calls are overridden by the next one.
     void assign_partitions(const std::string& group, std::size_t consumer,
@@ -251,6 +298,14 @@ private:
         return partitions != nullptr ? partitions[index] : static_cast<std::uint32_t>((first + index) % partitions_);
     }
 
+    // Whether this thread runs the io_context of the topic's executor, where a broker round trip
+    // would stall every handler (docs/kafka.md, "Statistics").
+    bool on_topic_io_context_thread() const noexcept
+    {
+        const auto* io = executor_.target<boost::asio::io_context::executor_type>();
+        return io != nullptr && io->running_in_this_thread();
+    }
+
     void encode(const T& item, std::vector<std::byte>& payload) const
     {
         payload.clear();
@@ -267,6 +322,7 @@ private:
     const std::shared_ptr<inner_topic> inner_;
     const std::string bootstrap_servers_;
     const std::map<std::string, std::string> properties_;
+    const std::chrono::milliseconds admin_timeout_;
     const storage_runner runner_{};  // never blocks
     std::atomic<std::size_t> round_robin_{0};
     std::atomic<bool> closed_{false};
