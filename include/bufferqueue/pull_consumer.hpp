@@ -90,7 +90,8 @@ public:
     /// by the next consume. Should the step past it fail after the letter was acknowledged, the
     /// next consume sends it again (a duplicate letter, never a lost record). A frame that fails its
     /// checksum has no known end and still fails the consume with `errc::corrupt_data`. Such a
-    /// consume runs as a coroutine on the handler's executor (one allocation per consume); a
+    /// consume runs as a coroutine on the queue's executor and completes on the handler's (one
+    /// allocation per consume); a
     /// `cancel()` or `close()` while the letter is produced takes effect once that produce ends.
     template <class CompletionToken = default_completion_token>
     auto consume(CompletionToken&& token = default_completion_token())
@@ -351,8 +352,10 @@ private:
                 });
                 return;
             }
+            // On the queue's executor: the handler's may be no I/O executor (`use_future`'s is not).
+            const boost::asio::any_io_executor spawn_on = state->default_executor();
             boost::asio::co_spawn(
-                executor, routed_consume(std::move(state), route),
+                spawn_on, routed_consume(std::move(state), route),
                 [handler = std::forward<Handler>(handler), route,
                  executor](std::exception_ptr failure, std::tuple<boost::system::error_code, batch<T>> result) mutable {
                     route->end();

@@ -52,7 +52,7 @@ const bq::group_stats* group_named(const bq::topic_stats& stats, const std::stri
 TEST_CASE("kafka statistics report the brokers' end offsets and a group's commits made in another process",
           "[kafka][stats][slow]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    auto& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("stats");
     cluster.create_topic(topic, 2);
     // Kafka group names are the cluster's: unique, so no other test's lingering member joins it.
@@ -158,7 +158,7 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
           "group, and leaves its offsets",
           "[kafka][groups][slow]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    auto& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("removal");
     cluster.create_topic(topic, 2);
     const std::string busy = bq::test::unique_topic("busy");  // Kafka group names are the cluster's

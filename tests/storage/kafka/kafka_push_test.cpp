@@ -49,7 +49,7 @@ TEST_CASE("an auto-commit push consumer of a kafka topic commits on the brokers 
           "throwing handler's batch is reported and not delivered again",
           "[kafka][push][slow]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    auto& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("push-auto");
     cluster.create_topic(topic, 2);
     const std::string group_name = bq::test::unique_topic("auto");  // Kafka group names are the cluster's
@@ -94,7 +94,7 @@ TEST_CASE("a failing push handler over a kafka topic is retried max_attempts tim
           "kafka dead-letter topic and the group commits past them",
           "[kafka][push][dead_letter][slow]")
 {
-    bq::kafka_mock_cluster& cluster = bq::test::shared_kafka_cluster();
+    auto& cluster = bq::test::shared_kafka_cluster();
     const std::string topic = bq::test::unique_topic("push-failing");
     const std::string dead = topic + ".dead";
     cluster.create_topic(topic, 1);
@@ -176,7 +176,7 @@ TEST_CASE("a failing push handler over a kafka topic is retried max_attempts tim
     const bq::group_stats& group = stats.groups.front();
     CHECK(group.lag == 0);  // processed or dead-lettered, all committed on the brokers
     CHECK(group.push_failed_deliveries == 2);
-    CHECK(group.push_dead_letters == failing.size());
+    CHECK(group.dead_letters == failing.size());
     CHECK(errors.size() == 3);  // two failed attempts, one give-up report
 }
 
