@@ -227,7 +227,7 @@ TEST_CASE("push consumer: a per-batch manual-commit consumer gets a fresh instan
     CHECK(per_batch_alive == 0);
 }
 
-TEST_CASE("push consumer: several types register in one call; factories build types that need arguments",
+TEST_CASE("push consumer: several types register in one call, and factories build types that need arguments",
           "[push][memory]")
 {
     asio::io_context io;
@@ -246,7 +246,8 @@ TEST_CASE("push consumer: several types register in one call; factories build ty
     CHECK(got == std::multiset<std::string>{"p:a", "p:b", "p:c", "p:d", "p:e", "p:f", "p:g"});
 }
 
-TEST_CASE("push consumer: a callable handler's item type is deduced; per_batch calls a fresh copy", "[push][memory]")
+TEST_CASE("push consumer: a callable handler's item type is deduced, and per_batch calls a fresh copy",
+          "[push][memory]")
 {
     numbers_queue fixture(2);
     auto calls = std::make_shared<int>(0);
@@ -351,7 +352,7 @@ TEST_CASE("push consumer: the default error sink writes one line naming topic, g
     CHECK(text.str() == "bufferqueue: push consumer of topic 't1' group 'g1' failed: disk on fire\n");
 }
 
-TEST_CASE("push consumer: stop waits for running handlers; under manual commit nothing is lost across a restart",
+TEST_CASE("push consumer: stop waits for running handlers, and under manual commit nothing is lost across a restart",
           "[push][mmap]")
 {
     bq::test::temporary_directory directory;

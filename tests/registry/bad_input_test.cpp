@@ -210,7 +210,7 @@ bq::mmap_topic_options<std::string> two_partition_poison_topic(const temporary_d
 
 }  // namespace
 
-TEST_CASE("bad input: a record that does not decode fails only its partition; the others are still read",
+TEST_CASE("bad input: a record that does not decode fails only its partition, and the others are still read",
           "[mmap][bad_input][consumer]")
 {
     const temporary_directory directory;

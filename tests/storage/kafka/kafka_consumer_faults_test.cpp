@@ -173,7 +173,7 @@ TEST_CASE("a kafka consumer reports a committed offset out of range instead of r
 }
 
 TEST_CASE("a kafka consumer waiting while its broker is down waits without spinning and resumes when the broker "
-          "returns; a commit the broker refuses fails and the batch is delivered again",
+          "returns, and a commit the broker refuses fails and the batch is delivered again",
           "[kafka][slow]")
 {
     // Its own cluster: the broker goes down and errors are injected.

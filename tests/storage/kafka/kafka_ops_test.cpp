@@ -110,7 +110,7 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
 }
 
 TEST_CASE("kafka statistics never wait on the topic's io_context thread, and with the brokers down they report "
-          "the last numbers known; remove_group then fails naming topic and group",
+          "the last numbers known, and remove_group then fails naming topic and group",
           "[kafka][stats][slow]")
 {
     bq::kafka_mock_cluster cluster{1};

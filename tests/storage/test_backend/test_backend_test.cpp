@@ -81,7 +81,7 @@ struct spec_topic {
 
 }  // namespace
 
-TEST_CASE("test backend: a topic registers with add_topic; bad options and duplicates are refused",
+TEST_CASE("test backend: a topic registers with add_topic, and bad options and duplicates are refused",
           "[test_backend][registry]")
 {
     boost::asio::io_context io;
@@ -149,7 +149,7 @@ TEST_CASE("test backend: producers route round-robin and by key, and pull consum
     CHECK(partitions[bq::partition_for_key(1, 4)] == std::vector<int>{1, 3, 5});
 }
 
-TEST_CASE("test backend: an uncommitted batch is delivered again; a committed one is not", "[test_backend][commit]")
+TEST_CASE("test backend: an uncommitted batch is delivered again and a committed one is not", "[test_backend][commit]")
 {
     boost::asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
