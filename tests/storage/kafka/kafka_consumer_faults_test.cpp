@@ -30,6 +30,7 @@ namespace kafka_consumer_faults_test {
 namespace {
 
 namespace bq = bufferqueue;
+using bq::test::produce_and_wait;
 using bq::test::run_until;
 
 std::map<std::string, std::string> consumer_properties()
@@ -37,15 +38,6 @@ std::map<std::string, std::string> consumer_properties()
     // Later rebalances take about session.timeout.ms - 1000 on the mock.
     return bq::test::quiet_properties(
         {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}});
-}
-
-template <class T>
-boost::system::error_code produce_and_wait(bq::producer<T>& producer, std::vector<T> items, boost::asio::io_context& io)
-{
-    std::optional<boost::system::error_code> result;
-    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
-    return *result;
 }
 
 template <class T>

@@ -33,17 +33,9 @@ namespace kafka_consumer_test {
 namespace {
 
 namespace bq = bufferqueue;
+using bq::test::produce_and_wait;
 using bq::test::quiet_properties;
 using bq::test::run_until;
-
-boost::system::error_code produce_and_wait(bq::producer<int>& producer, std::vector<int> items,
-                                           boost::asio::io_context& io)
-{
-    std::optional<boost::system::error_code> result;
-    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
-    return *result;
-}
 
 bq::kafka_topic_options<int> options_for(const std::string& topic, std::size_t partitions)
 {

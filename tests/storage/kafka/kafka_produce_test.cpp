@@ -31,6 +31,7 @@ namespace {
 namespace bq = bufferqueue;
 using bq::errc;
 using bq::test::kafka_reader;
+using bq::test::produce_and_wait;
 using bq::test::quiet_properties;
 using bq::test::run_until;
 
@@ -40,18 +41,6 @@ struct order {
     bool operator==(const order&) const = default;
 };
 NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(order, id, customer)
-
-// Produces `items` with a callback and runs `io` until the produce completes; returns its code.
-template <class T>
-boost::system::error_code produce_and_wait(bq::producer<T>& producer, std::vector<T> items, boost::asio::io_context& io,
-                                           std::chrono::milliseconds timeout = std::chrono::seconds(10))
-{
-    std::optional<boost::system::error_code> result;
-    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
-    run_until(
-        io, [&] { return result.has_value(); }, timeout);
-    return *result;
-}
 
 std::int64_t total_records(kafka_reader& reader, const std::string& topic, std::int32_t partitions)
 {

@@ -32,16 +32,8 @@ namespace kafka_push_test {
 namespace {
 
 namespace bq = bufferqueue;
+using bq::test::produce_and_wait;
 using bq::test::run_until;
-
-boost::system::error_code produce_and_wait(bq::producer<int>& producer, std::vector<int> items,
-                                           boost::asio::io_context& io)
-{
-    std::optional<boost::system::error_code> result;
-    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
-    return *result;
-}
 
 }  // namespace
 

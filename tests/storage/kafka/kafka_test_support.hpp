@@ -3,6 +3,7 @@
 // brokers, and running an io_context until a condition holds.
 #pragma once
 
+#include "bufferqueue/producer.hpp"
 #include "bufferqueue/storage/kafka/kafka_mock_cluster.hpp"
 
 #include "catch.hpp"
@@ -22,6 +23,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -265,6 +267,18 @@ inline void run_until(boost::asio::io_context& io, const std::function<bool()>& 
         io.run_for(std::chrono::milliseconds(5));
     }
     REQUIRE(done());
+}
+
+/// Produces `items` with a callback and runs `io` until the produce completes; returns its code.
+template <class T>
+boost::system::error_code produce_and_wait(producer<T>& producer, std::vector<T> items, boost::asio::io_context& io,
+                                           std::chrono::milliseconds timeout = std::chrono::seconds(10))
+{
+    std::optional<boost::system::error_code> result;
+    producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
+    run_until(
+        io, [&] { return result.has_value(); }, timeout);
+    return *result;
 }
 
 /// Reads a Kafka topic with a plain librdkafka consumer (no group): the records of a partition,
