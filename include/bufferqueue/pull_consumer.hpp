@@ -90,8 +90,8 @@ public:
     /// by the next consume. Should the step past it fail after the letter was acknowledged, the
     /// next consume sends it again (a duplicate letter, never a lost record). A frame that fails its
     /// checksum has no known end and still fails the consume with `errc::corrupt_data`. Such a
-    /// consume runs as a coroutine on the queue's executor and completes on the handler's (one
-    /// allocation per consume); a
+    /// consume runs as a coroutine on the queue's executor and completes on the handler's (it
+    /// allocates per consume: the coroutine frame and its spawn); a
     /// `cancel()` or `close()` while the letter is produced takes effect once that produce ends.
     template <class CompletionToken = default_completion_token>
     auto consume(CompletionToken&& token = default_completion_token())
@@ -298,8 +298,7 @@ private:
     static boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
     routed_consume(std::shared_ptr<detail::consumer_base<T>> state, std::shared_ptr<detail::dead_letter_route<T>> route)
     {
-        const std::string consumer =
-            "pull consumer of topic '" + state->topic_name() + "' group '" + state->group_name() + "'";
+        const auto consumer = [&state] { return describe(*state); };  // only when a failure is recorded
         route->record({}, {}, consumer);
         for (;;) {
             boost::system::error_code consumed;
@@ -388,9 +387,11 @@ private:
         return state_;
     }
 
-    std::string describe() const
+    std::string describe() const { return describe(*state_); }
+
+    static std::string describe(const detail::consumer_base<T>& state)
     {
-        return "pull consumer of topic '" + state_->topic_name() + "' group '" + state_->group_name() + "'";
+        return "pull consumer of topic '" + state.topic_name() + "' group '" + state.group_name() + "'";
     }
 
     std::shared_ptr<detail::consumer_base<T>> state_;

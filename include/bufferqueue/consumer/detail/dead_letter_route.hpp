@@ -59,9 +59,11 @@ public:
 
     /// Records how the claiming consume's routing ended (nothing, or `error` with `detail`) for
     /// `pull_consumer::last_error`. For the claiming consume only; never throws.
-    void record(const boost::system::error_code& error, const std::string& detail, const std::string& consumer) noexcept
+    /// `describe()` names the consumer; it is called only when `error` is set.
+    template <class Describe>
+    void record(const boost::system::error_code& error, const std::string& detail, Describe&& describe) noexcept
     {
-        failure_.record(error, detail, [&] { return consumer; });
+        failure_.record(error, detail, describe);
     }
     /// What the latest routing failed on; empty when it did not. Thread-safe; allocates the copy.
     std::string failure() const { return failure_.text(); }
