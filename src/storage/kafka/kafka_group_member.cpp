@@ -130,10 +130,11 @@ public:
         wait_for_events();
     }
 
-    std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) override
+    std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out,
+                     std::uint64_t& assignment) override
     {
         bool restart = false;
-        const std::size_t delivered = queues_.read(partition, max_records, out, restart);
+        const std::size_t delivered = queues_.read(partition, max_records, out, assignment, restart);
         if (restart) {
             (void)::write(event_fd_, wake_bytes, sizeof wake_bytes);  // serve_events restarts it
         }
@@ -141,6 +142,11 @@ public:
     }
 
     bool has_records(std::int32_t partition) const noexcept override { return queues_.has_records(partition); }
+
+    std::uint64_t assignment_of(std::int32_t partition) const noexcept override
+    {
+        return queues_.assignment_of(partition);
+    }
 
     void commit(std::int32_t partition, std::int64_t next_offset,
                 std::function<void(boost::system::error_code)> done) override

@@ -4,7 +4,17 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 
+#include <atomic>
+
 namespace bufferqueue::detail {
+
+namespace {
+
+/// The next assignment's number: one counter for every member of the process, so a cursor that
+/// held records of one member's assignment never takes another member's for the same.
+std::atomic<std::uint64_t> assignments_made{0};
+
+}  // namespace
 
 void kafka_partition_queues::add(rd_kafka_t* client, std::int32_t partition, int event_fd)
 {
@@ -16,7 +26,7 @@ void kafka_partition_queues::add(rd_kafka_t* client, std::int32_t partition, int
     rd_kafka_queue_t* queue = rd_kafka_queue_get_partition(client, topic_.c_str(), partition);
     rd_kafka_queue_forward(queue, nullptr);  // read per partition, not from the consumer queue
     rd_kafka_queue_io_event_enable(queue, event_fd, wake_bytes, sizeof wake_bytes);
-    queues_.emplace(partition, queue);
+    queues_.emplace(partition, assigned_queue{queue, assignments_made.fetch_add(1, std::memory_order_relaxed) + 1});
     failures_.erase(partition);
     restarts_.erase(partition);
     out_of_range_.erase(partition);
@@ -26,7 +36,7 @@ void kafka_partition_queues::remove(std::int32_t partition)
 {
     const std::lock_guard lock(mutex_);
     if (const auto found = queues_.find(partition); found != queues_.end()) {
-        rd_kafka_queue_destroy(found->second);
+        rd_kafka_queue_destroy(found->second.queue);
         queues_.erase(found);
     }
     failures_.erase(partition);
@@ -38,9 +48,9 @@ std::vector<std::int32_t> kafka_partition_queues::remove_all()
 {
     const std::lock_guard lock(mutex_);
     std::vector<std::int32_t> held;
-    for (auto& [partition, queue] : queues_) {
+    for (auto& [partition, assigned] : queues_) {
         held.push_back(partition);
-        rd_kafka_queue_destroy(queue);
+        rd_kafka_queue_destroy(assigned.queue);
     }
     queues_.clear();
     failures_.clear();
@@ -50,16 +60,17 @@ std::vector<std::int32_t> kafka_partition_queues::remove_all()
 }
 
 std::size_t kafka_partition_queues::read(std::int32_t partition, std::size_t max_records,
-                                         std::vector<kafka_record>& out, bool& restart)
+                                         std::vector<kafka_record>& out, std::uint64_t& assignment, bool& restart)
 {
     std::unique_lock lock(mutex_);
     const auto found = queues_.find(partition);
     if (found == queues_.end() || max_records == 0) {
         return 0;
     }
+    assignment = found->second.assignment;
     throw_pending_failure(partition, lock);
     std::vector<rd_kafka_message_t*> messages(max_records);
-    const ssize_t count = rd_kafka_consume_batch_queue(found->second, 0, messages.data(), max_records);
+    const ssize_t count = rd_kafka_consume_batch_queue(found->second.queue, 0, messages.data(), max_records);
     std::size_t delivered = 0;
     for (ssize_t index = 0; index < count; ++index) {
         rd_kafka_message_t* message = messages[static_cast<std::size_t>(index)];
@@ -88,15 +99,22 @@ bool kafka_partition_queues::has_records(std::int32_t partition) const noexcept
     const std::lock_guard lock(mutex_);
     const auto found = queues_.find(partition);
     return found != queues_.end() &&
-           (rd_kafka_queue_length(found->second) > 0 || failures_.find(partition) != failures_.end());
+           (rd_kafka_queue_length(found->second.queue) > 0 || failures_.find(partition) != failures_.end());
+}
+
+std::uint64_t kafka_partition_queues::assignment_of(std::int32_t partition) const noexcept
+{
+    const std::lock_guard lock(mutex_);
+    const auto found = queues_.find(partition);
+    return found != queues_.end() ? found->second.assignment : 0;
 }
 
 std::vector<std::int32_t> kafka_partition_queues::readable() const
 {
     const std::lock_guard lock(mutex_);
     std::vector<std::int32_t> partitions;
-    for (const auto& [partition, queue] : queues_) {
-        if (rd_kafka_queue_length(queue) > 0) {
+    for (const auto& [partition, assigned] : queues_) {
+        if (rd_kafka_queue_length(assigned.queue) > 0) {
             partitions.push_back(partition);
         }
     }

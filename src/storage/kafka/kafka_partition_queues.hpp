@@ -43,8 +43,12 @@ public:
 
     /// `kafka_group_member::read`: appends up to `max_records` records, or throws the error the
     /// queue held (naming topic, group, partition and offset) when no record precedes it. Returns
-    /// how many were appended and sets `restart` when the partition needs `take_restarts`.
-    std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out, bool& restart);
+    /// how many were appended, sets `assignment` to the partition's (`assignment_of`) and `restart`
+    /// when the partition needs `take_restarts`.
+    std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out,
+                     std::uint64_t& assignment, bool& restart);
+    /// `kafka_group_member::assignment_of`: the number `add` gave the partition's queue, 0 when none.
+    std::uint64_t assignment_of(std::int32_t partition) const noexcept;
     /// Whether `read` would return something or throw now. Never blocks.
     bool has_records(std::int32_t partition) const noexcept;
     /// The partitions whose queue holds something now.
@@ -65,10 +69,15 @@ private:
     const std::string group_;
     bool start_new_at_earliest_ = true;  // set before the first event
     mutable std::mutex mutex_;
-    std::map<std::int32_t, rd_kafka_queue_t*> queues_;  // guarded by mutex_: assigned partitions
-    std::map<std::int32_t, failure> failures_;          // guarded by mutex_: for the next read
-    std::set<std::int32_t> restarts_;                   // guarded by mutex_: to start at the earliest
-    std::set<std::int32_t> out_of_range_;               // guarded by mutex_: reported since assigned
+    struct assigned_queue {
+        rd_kafka_queue_t* queue = nullptr;
+        std::uint64_t assignment = 0;  // unique in the process (one counter for every member)
+    };
+
+    std::map<std::int32_t, assigned_queue> queues_;  // guarded by mutex_: assigned partitions
+    std::map<std::int32_t, failure> failures_;       // guarded by mutex_: for the next read
+    std::set<std::int32_t> restarts_;                // guarded by mutex_: to start at the earliest
+    std::set<std::int32_t> out_of_range_;            // guarded by mutex_: reported since assigned
 };
 
 }  // namespace bufferqueue::detail

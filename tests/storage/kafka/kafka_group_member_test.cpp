@@ -81,7 +81,13 @@ std::map<std::int32_t, std::vector<bq::detail::kafka_record>> read_records(boost
         io,
         [&] {
             for (const std::int32_t partition : listener.owned_now()) {
-                total += member.read(partition, 100, read[partition]);
+                std::uint64_t assignment = 0;
+                const std::size_t taken = member.read(partition, 100, read[partition], assignment);
+                total += taken;
+                if (taken != 0) {  // the records are of the assignment the member holds
+                    CHECK(assignment != 0);
+                    CHECK(assignment == member.assignment_of(partition));
+                }
             }
             return total >= count;
         },
@@ -160,7 +166,9 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
         member->close();
         CHECK(listener.revocations == 1);
         CHECK(listener.owned_now().empty());
-        CHECK(member->read(0, 10, read[0]) == 0);  // nothing is read from a partition it no longer owns
+        std::uint64_t assignment = 0;
+        CHECK(member->read(0, 10, read[0], assignment) == 0);  // nothing is read from a partition it no longer owns
+        CHECK(member->assignment_of(0) == 0);
     }
     recording_listener listener;
     auto member = bq::detail::kafka_group_member::join(settings, listener);

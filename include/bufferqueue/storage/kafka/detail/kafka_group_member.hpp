@@ -84,7 +84,15 @@ public:
     /// error's code (`kafka_error_code`); each names topic, group, partition and offset. A partition
     /// without a committed offset starts at its earliest record (unless `properties` set
     /// `auto.offset.reset`, whose policy librdkafka then applies to both cases).
-    virtual std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out) = 0;
+    /// Sets `assignment` to the assignment the records came from (see `assignment_of`).
+    virtual std::size_t read(std::int32_t partition, std::size_t max_records, std::vector<kafka_record>& out,
+                             std::uint64_t& assignment) = 0;
+
+    /// Which assignment of `partition` the member holds now: a number no other assignment in the
+    /// process had (each rebalance that gives the partition to a member makes a new one, and its
+    /// client fetches from the group's committed offset again); 0 when the partition is not
+    /// assigned. Never blocks.
+    virtual std::uint64_t assignment_of(std::int32_t partition) const noexcept = 0;
 
     /// Whether `read(partition, ...)` would return something (or throw) now. Never blocks.
     virtual bool has_records(std::int32_t partition) const noexcept = 0;

@@ -29,7 +29,11 @@ namespace bufferqueue::detail {
 /// them: a batch pulled again without a commit is the same batch, as on memory topics.
 /// A new owner (every assignment, also the same member's after an eager rebalance) starts from
 /// what its client fetches, which is the group's committed offset, so uncommitted records are
-/// delivered again (at-least-once).
+/// delivered again (at-least-once). What the cursor holds is kept with the assignment it was read
+/// from: a pull that reads records of an assignment made while it ran starts over with them
+/// (nothing read is dropped), and a fetch that starts below what the same member committed (the
+/// commit reached the brokers after the new assignment asked for the committed offset) skips the
+/// records that commit passed instead of delivering them again.
 ///
 /// Threads: as `storage_partition` says; in addition `set_owner` / `clear_owner` run on the
 /// members' executor while the cursor's consumer pulls (the owner is guarded by a mutex of the
@@ -76,10 +80,13 @@ public:
         std::atomic<std::uint64_t> committed_{0};
         // Used by the one consumer holding the partition (the topic layer hands cursors over):
         std::uint64_t seen_generation_ = 0;
-        std::vector<T> items_;                // decoded records from the committed position on
-        std::vector<std::uint64_t> offsets_;  // each item's offset
-        std::size_t committed_prefix_ = 0;    // items_ a commit passed, dropped at the next pull
-        std::vector<kafka_record> raw_;       // read, not decoded yet (after a record failed to decode)
+        std::uint64_t read_assignment_ = 0;               // the owner's assignment items_ and raw_ were read from
+        std::weak_ptr<kafka_group_member> floor_member_;  // the member that made the last commit,
+        std::uint64_t floor_ = 0;                         // and the offset it committed
+        std::vector<T> items_;                            // decoded records from the committed position on
+        std::vector<std::uint64_t> offsets_;              // each item's offset
+        std::size_t committed_prefix_ = 0;                // items_ a commit passed, dropped at the next pull
+        std::vector<kafka_record> raw_;                   // read, not decoded yet (after a record failed to decode)
         std::size_t raw_next_ = 0;
         bool undecodable_ = false;  // raw_[raw_next_] failed to decode: every pull stops there until a
                                     // commit (`skip()`) passes it
@@ -147,12 +154,11 @@ public:
         const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
         if (generation != reader.seen_generation_) {  // a new owner fetches from the committed offset
             reader.seen_generation_ = generation;
-            reader.items_.clear();
-            reader.offsets_.clear();
-            reader.raw_.clear();
-            reader.raw_next_ = 0;
-            reader.undecodable_ = false;
-            reader.committed_prefix_ = 0;
+            if (member == nullptr || member->assignment_of(partition_) != reader.read_assignment_) {
+                forget_fetched(reader);
+                reader.raw_.clear();
+                reader.raw_next_ = 0;
+            }
         }
         if (reader.committed_prefix_ != 0) {
             const auto passed = static_cast<std::ptrdiff_t>(reader.committed_prefix_);
@@ -161,10 +167,18 @@ public:
             reader.committed_prefix_ = 0;
         }
         if (member != nullptr && reader.items_.size() < max_items) {
-            if (reader.raw_next_ >= reader.raw_.size()) {
+            while (reader.raw_next_ >= reader.raw_.size()) {  // until a record not committed yet
                 reader.raw_.clear();
                 reader.raw_next_ = 0;
-                member->read(partition_, max_items - reader.items_.size(), reader.raw_);
+                std::uint64_t assignment = 0;
+                if (member->read(partition_, max_items - reader.items_.size(), reader.raw_, assignment) == 0) {
+                    break;
+                }
+                if (assignment != reader.read_assignment_) {
+                    forget_fetched(reader);  // a new fetch, from the committed offset: it has them again
+                    reader.read_assignment_ = assignment;
+                }
+                skip_committed(reader, *member);
             }
             while (reader.raw_next_ < reader.raw_.size() && reader.items_.size() < max_items) {
                 const kafka_record& record = reader.raw_[reader.raw_next_];
@@ -207,7 +221,7 @@ public:
     {
         std::uint64_t generation = 0;
         const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
-        if (member == nullptr || generation != reader.seen_generation_) {
+        if (member == nullptr || member->assignment_of(partition_) != reader.read_assignment_) {
             throw error(errc::partition_revoked, "kafka topic '" + topic_ + "' partition " +
                                                      std::to_string(partition_) +
                                                      ": the group gave the partition to another member");
@@ -220,6 +234,11 @@ public:
                             std::to_string(next_offset) + " failed: " + result.message());
         }
         raise(reader.committed_, next_offset);
+        if (reader.floor_member_.lock() != member) {
+            reader.floor_member_ = member;
+            reader.floor_ = 0;
+        }
+        reader.floor_ = std::max(reader.floor_, next_offset);
         const auto passed = std::lower_bound(reader.offsets_.begin(), reader.offsets_.end(), next_offset);
         reader.committed_prefix_ = static_cast<std::size_t>(passed - reader.offsets_.begin());
         if (reader.undecodable_ && reader.raw_next_ < reader.raw_.size() &&
@@ -289,6 +308,29 @@ public:
     }
 
 private:
+    // Drops what the cursor decoded from an earlier fetch (raw_ is the caller's).
+    static void forget_fetched(cursor& reader) noexcept
+    {
+        reader.items_.clear();
+        reader.offsets_.clear();
+        reader.undecodable_ = false;
+        reader.committed_prefix_ = 0;
+    }
+
+    // Drops the records just read (raw_) that `member` committed past already: its new assignment
+    // fetched the group's committed offset before that commit had reached the brokers.
+    static void skip_committed(cursor& reader, const kafka_group_member& member) noexcept
+    {
+        const auto below_floor = [&](const kafka_record& record) {
+            return static_cast<std::uint64_t>(record.offset) < reader.floor_;
+        };
+        if (reader.raw_.empty() || !below_floor(reader.raw_.front()) || reader.floor_member_.lock().get() != &member) {
+            return;
+        }
+        const auto kept = std::find_if_not(reader.raw_.begin(), reader.raw_.end(), below_floor);
+        reader.raw_next_ = static_cast<std::size_t>(kept - reader.raw_.begin());
+    }
+
     static void raise(std::atomic<std::uint64_t>& value, std::uint64_t to) noexcept
     {
         std::uint64_t seen = value.load(std::memory_order_relaxed);
