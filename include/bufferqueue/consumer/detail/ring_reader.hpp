@@ -5,6 +5,7 @@
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
 #include "bufferqueue/consumer/detail/operation_flag.hpp"
+#include "bufferqueue/consumer/detail/ready_set.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/storage/storage.hpp"
@@ -13,6 +14,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <string>
@@ -24,7 +26,10 @@ namespace bufferqueue::detail {
 /// Reads a consumer's partitions as a ring, so each readable partition gets one pull per rotation,
 /// and commits what it delivered. Belongs to the thread owning the consumer's operation, except
 /// `assignment()`'s thread-safe members. The scan allocates nothing and takes no lock while the
-/// set does not change (one atomic load per rotation).
+/// set does not change (one atomic load per rotation), except on sets of `ready_set::threshold`
+/// partitions or more: there it pulls only the partitions its `ready_set` marks, and partitions it
+/// finds empty cost a short lock each (registering with the partition's signal) and one
+/// `heavy_fence` per `ready_set::settle_after` of them (or per scan that found nothing).
 template <class T, class Partition>
 class ring_reader {
 public:
@@ -37,6 +42,7 @@ public:
         : context_(context), group_(std::move(group)), auto_commit_(auto_commit), batch_size_(batch_size),
           assignment_(std::move(assignments))
     {
+        rebuild_ready_set();
     }
 
     /// From now on released partitions are reported to the membership (see `consumer_membership`).
@@ -57,6 +63,9 @@ public:
         failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
         failed_pull_ = false;
         adopt_if_reassigned();
+        if (ready_) {
+            return scan_marked(error);
+        }
         const std::span<const entry> entries = assignment_.current().entries();
         const std::size_t count = entries.size();
         for (std::size_t step = 0; step < count; ++step) {
@@ -66,35 +75,26 @@ public:
             }
             const entry& each = entries[index];
             pull_result<T> pulled;
-            try {
-                pulled = each.storage->pull(*each.cursor, batch_size_);
-            } catch (...) {
-                // The partition reports its failure, and its turn passes: the next scan starts at the
-                // partition after it, so one bad record cannot stall the consumer's other partitions.
-                error = current_exception_code(errc::corrupt_data);
-                failure_detail_ = exception_message();
+            if (!try_pull(each, pulled, error)) {
                 ring_position_ = index + 1 == count ? 0 : index + 1;
-                failed_ = each;
-                failed_pull_ = true;
                 return std::nullopt;
             }
             if (pulled.items.empty()) {
                 continue;
             }
             ring_position_ = index + 1 == count ? 0 : index + 1;
-            assignment_.delivered(each, pulled.next_offset);
-            if (auto_commit_) {
-                error = commit_position(each, pulled.next_offset);
-                if (error) {
-                    release_held_batch();
-                    return std::nullopt;
-                }
-            } else {
-                uncommitted_ = true;
-            }
-            return batch<T>(pulled.items, each.partition, pulled.offsets);
+            return deliver(each, pulled, error);
         }
         return std::nullopt;
+    }
+
+    /// Any thread owning the operation: the consumer saw data in entry `index` of the current set
+    /// (its park re-check), so the next scan pulls it even before the producer's notify marks it.
+    void note_data(std::size_t index) noexcept
+    {
+        if (ready_) {
+            ready_->mark(index);
+        }
     }
 
     /// Commits the last delivered batch (manual commit): `errc::nothing_to_commit` when none is
@@ -208,12 +208,108 @@ public:
     {
         assignment_.adopt(std::forward<Released>(released));
         ring_position_ = 0;
+        rebuild_ready_set();
     }
 
     /// What the storage said about the last failure (empty: the code says it all).
     std::string& failure_detail() noexcept { return failure_detail_; }
 
 private:
+    // `scan` over a set with a ready set: the same rotation from `ring_position_`, visiting only the
+    // marked partitions. A partition found empty is unmarked at a settle, which re-checks it after
+    // registering its watcher, so a partition that receives records is pulled within the next
+    // rotation after they arrive.
+    std::optional<batch<T>> scan_marked(boost::system::error_code& error)
+    {
+        const std::span<const entry> entries = assignment_.current().entries();
+        const std::size_t count = entries.size();
+        const auto has_data = [entries](std::size_t index) noexcept {
+            return entries[index].storage->has_data(*entries[index].cursor);
+        };
+        std::size_t position = ring_position_;
+        std::size_t passed = 0;  // positions of this rotation behind the scan
+        while (passed < count) {
+            const std::size_t index = ready_->next(position);
+            if (index == ready_set::none) {
+                break;
+            }
+            passed += (index >= position ? index - position : index + count - position) + 1;
+            if (passed > count) {
+                break;  // before where the rotation began: the next scan's
+            }
+            position = index + 1 == count ? 0 : index + 1;
+            const entry& each = entries[index];
+            pull_result<T> pulled;
+            if (!try_pull(each, pulled, error)) {
+                ring_position_ = position;
+                ready_->settle(has_data, false);
+                return std::nullopt;
+            }
+            if (pulled.items.empty()) {
+                ready_->found_empty(index);
+                continue;
+            }
+            ring_position_ = position;
+            ready_->settle(has_data, false);
+            return deliver(each, pulled, error);
+        }
+        ready_->settle(has_data, true);
+        return std::nullopt;
+    }
+
+    // Pulls `each` into `pulled`; false when the pull failed. The partition reports its failure and
+    // its turn passes (the caller moves the ring past it), so one bad record cannot stall the
+    // consumer's other partitions.
+    bool try_pull(const entry& each, pull_result<T>& pulled, boost::system::error_code& error)
+    {
+        try {
+            pulled = each.storage->pull(*each.cursor, batch_size_);
+            return true;
+        } catch (...) {
+            error = current_exception_code(errc::corrupt_data);
+            failure_detail_ = exception_message();
+            failed_ = each;
+            failed_pull_ = true;
+            return false;
+        }
+    }
+
+    // Hands out what `each` pulled: commits it first under auto commit.
+    std::optional<batch<T>> deliver(const entry& each, const pull_result<T>& pulled, boost::system::error_code& error)
+    {
+        assignment_.delivered(each, pulled.next_offset);
+        if (auto_commit_) {
+            error = commit_position(each, pulled.next_offset);
+            if (error) {
+                release_held_batch();
+                return std::nullopt;
+            }
+        } else {
+            uncommitted_ = true;
+        }
+        return batch<T>(pulled.items, each.partition, pulled.offsets);
+    }
+
+    // A set of `ready_set::threshold` partitions or more gets a ready set (all marked); a smaller
+    // one, or one whose allocation failed, is scanned whole.
+    void rebuild_ready_set() noexcept
+    {
+        ready_.reset();
+        const std::span<const entry> entries = assignment_.current().entries();
+        if (entries.size() < ready_set::threshold) {
+            return;
+        }
+        try {
+            std::vector<partition_signal*> signals;
+            signals.reserve(entries.size());
+            for (const entry& each : entries) {
+                signals.push_back(each.signal);
+            }
+            ready_ = std::make_unique<ready_set>(signals);
+        } catch (...) {  // NOLINT(bugprone-empty-catch): without one, every scan visits every partition
+        }
+    }
+
     boost::system::error_code commit_position(const entry& each, std::uint64_t next_offset)
     {
         try {
@@ -240,7 +336,8 @@ private:
     const bool auto_commit_;
     const std::size_t batch_size_;
     consumer_assignment<Partition> assignment_;
-    std::size_t ring_position_ = 0;  // < the current set's size (or 0): reset by every adoption
+    std::unique_ptr<ready_set> ready_;  // over the current set's entries, when it is large; after assignment_
+    std::size_t ring_position_ = 0;     // < the current set's size (or 0): reset by every adoption
     bool uncommitted_ = false;
     entry failed_{};  // the partition whose pull failed in the last scan (when failed_pull_)
     bool failed_pull_ = false;

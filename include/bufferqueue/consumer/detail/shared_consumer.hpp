@@ -215,8 +215,12 @@ private:
             }
             heavy_fence();  // pairs with the producers' light_fence in partition_signal::notify
             bool retry = is_closed();
-            for (const entry& each : reader_.current().entries()) {
-                retry = retry || each.storage->has_data(*each.cursor);
+            const std::span<const entry> entries = reader_.current().entries();
+            for (std::size_t index = 0; !retry && index < entries.size(); ++index) {
+                if (entries[index].storage->has_data(*entries[index].cursor)) {
+                    reader_.note_data(index);  // its producer's notify may not have marked it yet
+                    retry = true;
+                }
             }
             if (parked_.park(completion, retry || reader_.assignment().reassigned())) {
                 return;
