@@ -2,11 +2,13 @@
 #pragma once
 
 #include "bufferqueue/detail/spin_mutex.hpp"
+#include "bufferqueue/detail/thread_number.hpp"
 
 #include <atomic>
 #include <cstddef>
 #include <deque>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -41,19 +43,52 @@ private:
 /// FIFO order and are granted room, in order, as `release` returns it, so a large batch is not
 /// starved by small ones. Nobody takes room ahead of a queued waiter: `try_acquire` fails while
 /// one waits. Thread-safe.
+///
+/// Credits: while much room is free, a small `try_acquire` reserves `credit_chunk` items more than
+/// it needs and keeps them in a slot of the calling thread (by its producer thread number), so the
+/// thread's next acquisitions take room from its own cache line instead of the count every
+/// producer shares. The bound stays exact: credits count as used in the shared count, and an
+/// acquisition that the shared count refuses first takes every slot's credits back and tries
+/// again, so it fails only when admitted items alone leave no room. Refills stop while less than
+/// `refill_floor` is free, so near the bound every thread takes room from the shared count.
 class capacity_gate {
 public:
+    /// Items a refill reserves beyond the acquisition; slots of credits (threads share a slot by
+    /// their thread number modulo this).
+    static constexpr std::size_t credit_chunk = 64;
+    static constexpr std::size_t credit_slots = 8;
+    /// Refills happen only while at least this much room is free.
+    static constexpr std::size_t refill_floor = 2 * credit_slots * credit_chunk;
+
     explicit capacity_gate(std::size_t capacity) noexcept : capacity_(capacity) {}
 
     std::size_t capacity() const noexcept { return capacity_; }
-    std::size_t used() const noexcept { return used_.load(std::memory_order_acquire); }
+    /// Items admitted and not released (the credits the slots hold are not counted). Lock-free.
+    std::size_t used() const noexcept
+    {
+        std::size_t held = 0;
+        for (const credit_slot& slot : slots_) {
+            held += slot.credits.load(std::memory_order_acquire);
+        }
+        const std::size_t counted = used_.load(std::memory_order_acquire);
+        return counted > held ? counted - held : 0;
+    }
     /// Producers queued for room now (statistics). Lock-free.
     std::size_t waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
 
     /// Reserves `count` items if they fit now and no waiter is queued (FIFO: no barging). Never waits.
     bool try_acquire(std::size_t count) noexcept
     {
-        return waiting_.load(std::memory_order_acquire) == 0 && reserve(count);
+        if (waiting_.load(std::memory_order_acquire) != 0) {
+            return false;
+        }
+        if (count <= credit_chunk) {
+            credit_slot& slot = slots_[producer_thread_number() % credit_slots];
+            if (take_credits(slot, count) || refill(slot, count)) {
+                return true;
+            }
+        }
+        return reserve_exactly(count);
     }
 
     /// Reserves room for `waiter` now if nobody waits ahead of it and it fits (returns true), or
@@ -148,12 +183,75 @@ public:
     }
 
 private:
-    // Reserves `count` items if they fit now, whoever waits.
-    bool reserve(std::size_t count) noexcept
+    struct alignas(64) credit_slot {
+        std::atomic<std::size_t> credits{0};  // reserved in used_, not admitted yet
+    };
+
+    static bool take_credits(credit_slot& slot, std::size_t count) noexcept
+    {
+        std::size_t held = slot.credits.load(std::memory_order_relaxed);
+        while (held >= count) {
+            if (slot.credits.compare_exchange_weak(held, held - count, std::memory_order_acq_rel,
+                                                   std::memory_order_relaxed)) {
+                return true;
+            }
+        }
+        return false;
+    }
+
+    // Reserves `count` and `credit_chunk` more for `slot`, while at least `refill_floor` is free.
+    bool refill(credit_slot& slot, std::size_t count) noexcept
+    {
+        if (capacity_ - used_.load(std::memory_order_relaxed) < refill_floor) {
+            return false;
+        }
+        moving_.fetch_add(1, std::memory_order_seq_cst);
+        const bool reserved = reserve(count + credit_chunk, refill_floor);
+        if (reserved) {
+            slot.credits.fetch_add(credit_chunk, std::memory_order_seq_cst);
+        }
+        moving_.fetch_sub(1, std::memory_order_seq_cst);
+        return reserved;
+    }
+
+    // Reserves `count` from the shared count, taking the slots' credits back while that would make
+    // it fit: false only when the admitted items alone leave no room for `count`. Credits on their
+    // way between a slot and the shared count (`moving_`: a refill or another reclaim between two
+    // of its instructions) are waited for.
+    bool reserve_exactly(std::size_t count) noexcept
+    {
+        for (unsigned spins = 0;; ++spins) {
+            if (reserve(count)) {
+                return true;
+            }
+            moving_.fetch_add(1, std::memory_order_seq_cst);
+            std::size_t reclaimed = 0;
+            for (credit_slot& slot : slots_) {
+                reclaimed += slot.credits.exchange(0, std::memory_order_seq_cst);
+            }
+            if (reclaimed != 0) {
+                used_.fetch_sub(reclaimed, std::memory_order_seq_cst);
+            }
+            moving_.fetch_sub(1, std::memory_order_seq_cst);
+            if (reclaimed == 0 && moving_.load(std::memory_order_seq_cst) == 0) {
+                return reserve(count);  // no credit anywhere, none in transit: the count is exact
+            }
+            if (reclaimed == 0) {  // as spin_mutex waits: briefly, then yielding the CPU
+                if (spins < 64) {
+                    cpu_relax();
+                } else {
+                    std::this_thread::yield();
+                }
+            }
+        }
+    }
+
+    // Reserves `count` items if they fit now with `spare` more left free, whoever waits.
+    bool reserve(std::size_t count, std::size_t spare = 0) noexcept
     {
         std::size_t used = used_.load(std::memory_order_relaxed);
         do {
-            if (count > capacity_ - used) {
+            if (count > capacity_ - used || capacity_ - used - count < spare) {
                 return false;
             }
         } while (
@@ -166,7 +264,7 @@ private:
         std::vector<capacity_waiter*> granted;
         {
             std::lock_guard lock(mutex_);
-            while (!waiters_.empty() && reserve(waiters_.front()->requested())) {
+            while (!waiters_.empty() && reserve_exactly(waiters_.front()->requested())) {
                 granted.push_back(waiters_.front());
                 waiters_.pop_front();
                 waiting_.fetch_sub(1, std::memory_order_seq_cst);
@@ -178,7 +276,9 @@ private:
     }
 
     const std::size_t capacity_;
-    alignas(64) std::atomic<std::size_t> used_{0};
+    alignas(64) std::atomic<std::size_t> used_{0};  // admitted and not released, plus the slots' credits
+    credit_slot slots_[credit_slots];
+    alignas(64) std::atomic<std::size_t> moving_{0};  // threads moving credits between a slot and used_
     alignas(64) std::atomic<std::size_t> waiting_{0};
     mutable spin_mutex mutex_;
     std::deque<capacity_waiter*> waiters_;  // guarded by mutex_
