@@ -31,6 +31,15 @@ using bq::test::rethrow;
 
 constexpr const char* topic_name = "bounded";
 
+/// A capacity waiter that counts how it ended.
+struct recording_waiter final : bq::detail::capacity_waiter {
+    explicit recording_waiter(std::size_t requested) : capacity_waiter(requested) {}
+    void granted() noexcept override { ++grants; }
+    void aborted() noexcept override { ++aborts; }
+    int grants = 0;
+    int aborts = 0;
+};
+
 // Runs every handler that is ready now, without blocking; returns how many ran.
 std::size_t drain(boost::asio::io_context& io)
 {
@@ -579,13 +588,6 @@ TEST_CASE("memory topic: with a producer waiting for room, try_produce and a new
 
 TEST_CASE("capacity gate: cancelling the head waiter hands the room to the waiters behind it", "[capacity]")
 {
-    struct recording_waiter final : bq::detail::capacity_waiter {
-        explicit recording_waiter(std::size_t requested) : capacity_waiter(requested) {}
-        void granted() noexcept override { ++grants; }
-        void aborted() noexcept override { ++aborts; }
-        int grants = 0;
-        int aborts = 0;
-    };
     bq::detail::capacity_gate gate(2);
     REQUIRE(gate.try_acquire(1));
     recording_waiter head(2);
@@ -629,13 +631,6 @@ TEST_CASE("capacity gate: credits one thread holds never make another thread's a
 
 TEST_CASE("capacity gate: a batch that fits only with the room that credits hold is admitted at once", "[capacity]")
 {
-    struct recording_waiter final : bq::detail::capacity_waiter {
-        explicit recording_waiter(std::size_t requested) : capacity_waiter(requested) {}
-        void granted() noexcept override { ++grants; }
-        void aborted() noexcept override { ++aborts; }
-        int grants = 0;
-        int aborts = 0;
-    };
     constexpr std::size_t capacity = 4 * bq::detail::capacity_gate::refill_floor;
     bq::detail::capacity_gate gate(capacity);
     REQUIRE(gate.try_acquire(1));  // reserves credits for this thread
