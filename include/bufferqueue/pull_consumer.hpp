@@ -2,25 +2,19 @@
 #pragma once
 
 #include "bufferqueue/batch.hpp"
-#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
+#include "bufferqueue/consumer/detail/consume_operations.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
-#include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
 #include <cstddef>
-#include <exception>
 #include <memory>
 #include <optional>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -98,10 +92,10 @@ public:
     {
         if (dead_letters_) {
             return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
-                initiate_routed_consume{}, token, require_state(), dead_letters_);
+                detail::initiate_routed_consume<T>{}, token, require_state(), dead_letters_);
         }
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
-            initiate_consume{}, token, require_state());
+            detail::initiate_consume<T>{}, token, require_state());
     }
 
     /// Takes the next batch if one is readable now; never waits. Throws `bufferqueue::error` where
@@ -128,8 +122,8 @@ public:
     template <class CompletionToken = default_completion_token>
     auto commit(CompletionToken&& token = default_completion_token())
     {
-        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(initiate_commit{}, token,
-                                                                                             require_state());
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            detail::initiate_commit<T>{}, token, require_state());
     }
 
     /// Steps past the record that made this consumer's last `consume()` (or `try_consume()`) fail
@@ -147,7 +141,7 @@ public:
     auto skip(CompletionToken&& token = default_completion_token())
     {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, skipped_record)>(
-            initiate_skip{}, token, require_state());
+            detail::initiate_skip<T>{}, token, require_state());
     }
 
     /// The record `skip()` would step past now - partition, offsets and a copy of its stored bytes -
@@ -235,150 +229,6 @@ public:
     std::uint64_t lag() const { return require_state()->lag(); }
 
 private:
-    // One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
-    // memory; on the I/O pool for mmap, where an auto-commit's fsync runs too) and completes, or
-    // parks the consume until data arrives.
-    struct consume_step {
-        std::shared_ptr<detail::consumer_base<T>> state;
-
-        std::optional<std::tuple<boost::system::error_code, batch<T>>> attempt()
-        {
-            detail::consume_attempt<T> attempt = state->begin_consume(true);
-            if (attempt.error || attempt.delivered) {
-                return std::tuple(attempt.error, attempt.delivered.value_or(batch<T>()));
-            }
-            return std::nullopt;
-        }
-
-        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code, batch<T>>> completion) &&
-        {
-            detail::consumer_base<T>& target = *state;
-            target.wait(std::move(completion));
-        }
-    };
-
-    struct initiate_consume {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
-        {
-            const detail::consumer_base<T>& target = *state;
-            target.runner().template start<boost::system::error_code, batch<T>>(
-                std::forward<Handler>(handler), target.default_executor(), consume_step{std::move(state)});
-        }
-    };
-
-    // A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
-    struct skip_step {
-        std::shared_ptr<detail::consumer_base<T>> state;
-
-        std::optional<std::tuple<boost::system::error_code, skipped_record>> attempt()
-        {
-            skipped_record skipped;
-            const boost::system::error_code result = state->skip(skipped);
-            return std::tuple(result, skipped);
-        }
-
-        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code, skipped_record>> completion) &&
-        {
-            completion->complete(make_error_code(errc::invalid_argument), skipped_record{});  // unreachable
-        }
-    };
-
-    struct initiate_skip {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
-        {
-            const detail::consumer_base<T>& target = *state;
-            target.runner().template start<boost::system::error_code, skipped_record>(
-                std::forward<Handler>(handler), target.default_executor(), skip_step{std::move(state)});
-        }
-    };
-
-    // A consume that sends the records that do not decode to the dead-letter topic (see `consume`).
-    static boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
-    routed_consume(std::shared_ptr<detail::consumer_base<T>> state, std::shared_ptr<detail::dead_letter_route<T>> route)
-    {
-        const auto consumer = [&state] { return describe(*state); };  // only when a failure is recorded
-        route->record({}, {}, consumer);
-        for (;;) {
-            boost::system::error_code consumed;
-            auto consume_token = boost::asio::redirect_error(boost::asio::use_awaitable, consumed);
-            batch<T> delivered = co_await boost::asio::async_initiate<decltype(consume_token),
-                                                                      void(boost::system::error_code, batch<T>)>(
-                initiate_consume{}, consume_token, state);
-            skipped_record record;
-            if (consumed != errc::corrupt_data || state->unreadable(record)) {
-                co_return std::tuple(consumed, std::move(delivered));
-            }
-            const std::string where = "the record at offset " + std::to_string(record.offset) + " of partition " +
-                                      std::to_string(record.partition);
-            boost::system::error_code produced;
-            co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
-                                              boost::asio::redirect_error(boost::asio::use_awaitable, produced));
-            if (produced) {
-                route->record(produced,
-                              "sending " + where + ", which does not decode, to dead-letter topic '" +
-                                  route->dead_letter_topic() + "' failed (" + produced.message() +
-                                  "); the record stays unread",
-                              consumer);
-                co_return std::tuple(produced, batch<T>());
-            }
-            route->count_letter();
-            boost::system::error_code skipped;
-            auto skip_token = boost::asio::redirect_error(boost::asio::use_awaitable, skipped);
-            (void)co_await boost::asio::async_initiate<decltype(skip_token),
-                                                       void(boost::system::error_code, skipped_record)>(
-                initiate_skip{}, skip_token, state);
-            if (skipped) {
-                route->record(skipped,
-                              "stepping past " + where + " after its dead letter was acknowledged failed (" +
-                                  skipped.message() + "); the next consume sends it again",
-                              consumer);
-                co_return std::tuple(skipped, batch<T>());
-            }
-        }
-    }
-
-    struct initiate_routed_consume {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state,
-                        std::shared_ptr<detail::dead_letter_route<T>> route) const
-        {
-            auto executor = boost::asio::get_associated_executor(handler, state->default_executor());
-            if (!route->try_begin()) {
-                boost::asio::post(executor, [handler = std::forward<Handler>(handler)]() mutable {
-                    std::move(handler)(make_error_code(errc::operation_in_progress), batch<T>());
-                });
-                return;
-            }
-            // On the queue's executor: the handler's may be no I/O executor (`use_future`'s is not).
-            const boost::asio::any_io_executor spawn_on = state->default_executor();
-            boost::asio::co_spawn(
-                spawn_on, routed_consume(std::move(state), route),
-                [handler = std::forward<Handler>(handler), route,
-                 executor](std::exception_ptr failure, std::tuple<boost::system::error_code, batch<T>> result) mutable {
-                    route->end();
-                    if (failure) {  // only std::bad_alloc: every error is a code
-                        result = std::tuple(make_error_code(boost::asio::error::no_memory), batch<T>());
-                    }
-                    boost::asio::dispatch(executor,
-                                          [handler = std::move(handler), result = std::move(result)]() mutable {
-                                              std::apply(std::move(handler), std::move(result));
-                                          });
-                });
-        }
-    };
-
-    struct initiate_commit {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::consumer_base<T>> state) const
-        {
-            const detail::consumer_base<T>& target = *state;
-            target.runner().complete(std::forward<Handler>(handler), target.default_executor(),
-                                     [state = std::move(state)] { return state->commit(); });
-        }
-    };
-
     const std::shared_ptr<detail::consumer_base<T>>& require_state() const
     {
         if (!state_) {
@@ -387,12 +237,7 @@ private:
         return state_;
     }
 
-    std::string describe() const { return describe(*state_); }
-
-    static std::string describe(const detail::consumer_base<T>& state)
-    {
-        return "pull consumer of topic '" + state.topic_name() + "' group '" + state.group_name() + "'";
-    }
+    std::string describe() const { return detail::describe_pull_consumer(*state_); }
 
     std::shared_ptr<detail::consumer_base<T>> state_;
     std::shared_ptr<detail::dead_letter_route<T>> dead_letters_;  // null without a dead-letter topic

@@ -1,0 +1,191 @@
+// Internal: the asynchronous operations of a pull consumer handle - consume, skip, commit, and the
+// consume that routes records that do not decode to a dead-letter topic - as initiation objects for
+// `boost::asio::async_initiate`.
+#pragma once
+
+#include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
+#include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/skipped_record.hpp"
+#include "bufferqueue/topic/detail/topic.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <utility>
+
+namespace bufferqueue::detail {
+
+/// "pull consumer of topic 't' group 'g'": how errors name a consumer.
+template <class T>
+std::string describe_pull_consumer(const consumer_base<T>& state)
+{
+    return "pull consumer of topic '" + state.topic_name() + "' group '" + state.group_name() + "'";
+}
+
+/// One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
+/// memory; on the I/O pool for mmap, where an auto-commit's fsync runs too) and completes, or
+/// parks the consume until data arrives.
+template <class T>
+struct consume_step {
+    std::shared_ptr<consumer_base<T>> state;
+
+    std::optional<std::tuple<boost::system::error_code, batch<T>>> attempt()
+    {
+        consume_attempt<T> attempt = state->begin_consume(true);
+        if (attempt.error || attempt.delivered) {
+            return std::tuple(attempt.error, attempt.delivered.value_or(batch<T>()));
+        }
+        return std::nullopt;
+    }
+
+    void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) &&
+    {
+        consumer_base<T>& target = *state;
+        target.wait(std::move(completion));
+    }
+};
+
+/// `consume()`: completes posted to the handler's executor, never inside the initiating call.
+template <class T>
+struct initiate_consume {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    {
+        const consumer_base<T>& target = *state;
+        target.runner().template start<boost::system::error_code, batch<T>>(
+            std::forward<Handler>(handler), target.default_executor(), consume_step<T>{std::move(state)});
+    }
+};
+
+/// A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
+template <class T>
+struct skip_step {
+    std::shared_ptr<consumer_base<T>> state;
+
+    std::optional<std::tuple<boost::system::error_code, skipped_record>> attempt()
+    {
+        skipped_record skipped;
+        const boost::system::error_code result = state->skip(skipped);
+        return std::tuple(result, skipped);
+    }
+
+    void wait(std::unique_ptr<pending_completion<boost::system::error_code, skipped_record>> completion) &&
+    {
+        completion->complete(make_error_code(errc::invalid_argument), skipped_record{});  // unreachable
+    }
+};
+
+/// `skip()`.
+template <class T>
+struct initiate_skip {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    {
+        const consumer_base<T>& target = *state;
+        target.runner().template start<boost::system::error_code, skipped_record>(
+            std::forward<Handler>(handler), target.default_executor(), skip_step<T>{std::move(state)});
+    }
+};
+
+/// `commit()`.
+template <class T>
+struct initiate_commit {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    {
+        const consumer_base<T>& target = *state;
+        target.runner().complete(std::forward<Handler>(handler), target.default_executor(),
+                                 [state = std::move(state)] { return state->commit(); });
+    }
+};
+
+/// A consume that sends the records that do not decode to the dead-letter topic (see
+/// `pull_consumer::consume`).
+template <class T>
+boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
+routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_letter_route<T>> route)
+{
+    const auto consumer = [&state] { return describe_pull_consumer(*state); };  // only when a failure is recorded
+    route->record({}, {}, consumer);
+    for (;;) {
+        boost::system::error_code consumed;
+        auto consume_token = boost::asio::redirect_error(boost::asio::use_awaitable, consumed);
+        batch<T> delivered =
+            co_await boost::asio::async_initiate<decltype(consume_token), void(boost::system::error_code, batch<T>)>(
+                initiate_consume<T>{}, consume_token, state);
+        skipped_record record;
+        if (consumed != errc::corrupt_data || state->unreadable(record)) {
+            co_return std::tuple(consumed, std::move(delivered));
+        }
+        const std::string where = "the record at offset " + std::to_string(record.offset) + " of partition " +
+                                  std::to_string(record.partition);
+        boost::system::error_code produced;
+        co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
+                                          boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+        if (produced) {
+            route->record(produced,
+                          "sending " + where + ", which does not decode, to dead-letter topic '" +
+                              route->dead_letter_topic() + "' failed (" + produced.message() +
+                              "); the record stays unread",
+                          consumer);
+            co_return std::tuple(produced, batch<T>());
+        }
+        route->count_letter();
+        boost::system::error_code skipped;
+        auto skip_token = boost::asio::redirect_error(boost::asio::use_awaitable, skipped);
+        (void)co_await boost::asio::async_initiate<decltype(skip_token),
+                                                   void(boost::system::error_code, skipped_record)>(initiate_skip<T>{},
+                                                                                                    skip_token, state);
+        if (skipped) {
+            route->record(skipped,
+                          "stepping past " + where + " after its dead letter was acknowledged failed (" +
+                              skipped.message() + "); the next consume sends it again",
+                          consumer);
+            co_return std::tuple(skipped, batch<T>());
+        }
+    }
+}
+
+/// `consume()` with a dead-letter topic: runs `routed_consume` on the queue's executor (the
+/// handler's may be no I/O executor: `use_future`'s is not) and completes on the handler's.
+template <class T>
+struct initiate_routed_consume {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state,
+                    std::shared_ptr<dead_letter_route<T>> route) const
+    {
+        auto executor = boost::asio::get_associated_executor(handler, state->default_executor());
+        if (!route->try_begin()) {
+            boost::asio::post(executor, [handler = std::forward<Handler>(handler)]() mutable {
+                std::move(handler)(make_error_code(errc::operation_in_progress), batch<T>());
+            });
+            return;
+        }
+        const boost::asio::any_io_executor spawn_on = state->default_executor();
+        boost::asio::co_spawn(
+            spawn_on, routed_consume(std::move(state), route),
+            [handler = std::forward<Handler>(handler), route,
+             executor](std::exception_ptr failure, std::tuple<boost::system::error_code, batch<T>> result) mutable {
+                route->end();
+                if (failure) {  // only std::bad_alloc: every error is a code
+                    result = std::tuple(make_error_code(boost::asio::error::no_memory), batch<T>());
+                }
+                boost::asio::dispatch(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
+                    std::apply(std::move(handler), std::move(result));
+                });
+            });
+    }
+};
+
+}  // namespace bufferqueue::detail
