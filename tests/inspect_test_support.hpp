@@ -126,4 +126,28 @@ inline void write_torn_tail(const std::filesystem::path& directory)
     write_file(segment, bytes);
 }
 
+/// Moves the folder of `topic` out of the data folder `directory` to `target` and leaves a symbolic link
+/// to it in its place, as an operator does who moves one topic to another disk.
+inline void move_topic_behind_link(const std::filesystem::path& directory, const std::string& topic,
+                                   const std::filesystem::path& target)
+{
+    std::filesystem::rename(directory / topic, target);
+    std::filesystem::create_directory_symlink(target, directory / topic);
+}
+
+/// Copies partition 1 of "clicks" to `partition-000001` (six digits: not the canonical name of any
+/// partition, which is `partition-00001`) and returns that stray folder.
+inline std::filesystem::path add_stray_partition_folder(const std::filesystem::path& directory)
+{
+    const std::filesystem::path stray = directory / "clicks" / "partition-000001";
+    std::filesystem::copy(inspect_partition(directory, "clicks", 1), stray, std::filesystem::copy_options::recursive);
+    return stray;
+}
+
+/// Cuts the file at `path` to 0 bytes.
+inline void empty_file(const std::filesystem::path& path)
+{
+    std::filesystem::resize_file(path, 0);
+}
+
 }  // namespace bufferqueue::test

@@ -291,4 +291,81 @@ TEST_CASE("inspect tool: bad input is named with exit status 2", "[inspect][mmap
     CHECK(run_tool({"--help"}).status == 0);
 }
 
+TEST_CASE("inspect tool: verify follows a topic folder that is a link and names a link that leads nowhere",
+          "[inspect][mmap][tool]")
+{
+    temporary_directory directory;
+    const fs::path data = directory.path() / "data";
+    inspect_fixture(data).close();
+    bq::test::move_topic_behind_link(data, "orders", directory.path() / "orders-elsewhere");
+    const tool_result dumped = run_tool({"dump", data.string(), "orders", "0", "--from", "6"});
+    CHECK(dumped.status == 0);
+    CHECK_THAT(dumped.out, Catch::Contains("offset: 6 ") && Catch::Contains("isvalid: true"));
+
+    const fs::path segment = bq::test::segment_path(inspect_partition(data, "orders"), 0);
+    bq::test::flip_byte(segment, 40 + 40 + 12);
+    const tool_result damaged = run_tool({"verify", data.string()});
+    CHECK(damaged.status == 1);
+    CHECK_THAT(damaged.out,
+               Catch::Contains("problem: " + segment.string() + ": byte 80: a record with a bad checksum"));
+    CHECK_THAT(damaged.out, Catch::Contains("DAMAGED: 2 topics, 3 partitions"));
+
+    const fs::path link = data / "payments";
+    fs::create_directory_symlink(directory.path() / "payments-on-a-missing-disk", link);
+    bq::test::flip_byte(segment, 40 + 40 + 12);  // repaired: only the link is left
+    const tool_result skipped = run_tool({"verify", data.string()});
+    CHECK(skipped.status == 1);
+    CHECK_THAT(skipped.out, Catch::Contains("problem: " + link.string() + ": "));
+    CHECK_THAT(skipped.out, Catch::Contains("DAMAGED: 2 topics"));
+    const tool_result described = run_tool({"describe", data.string()});
+    CHECK(described.status == 0);
+    CHECK_THAT(described.out, Catch::Contains("unexpected: " + link.string() + ": "));
+}
+
+TEST_CASE("inspect tool: an empty first segment is blamed alone and dump still prints the next segment's records",
+          "[inspect][mmap][tool]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const fs::path partition = inspect_partition(directory.path(), "orders");
+    const fs::path first = bq::test::segment_path(partition, 0);
+    bq::test::empty_file(first);
+
+    const tool_result verified = run_tool({"verify", directory.string()});
+    CHECK(verified.status == 1);
+    CHECK_THAT(verified.out, Catch::Contains("problem: " + first.string() + ": has 0 bytes"));
+    CHECK_THAT(verified.out, !Catch::Contains(bq::test::segment_path(partition, 1).string()));
+    CHECK_THAT(verified.out, Catch::Contains("; 1 problems"));
+
+    const tool_result dumped = run_tool({"dump", directory.string(), "orders", "0"});
+    CHECK(dumped.status == 0);
+    CHECK_THAT(dumped.out, Catch::Contains("unreadable: " + first.string() + ": has 0 bytes"));
+    CHECK_THAT(dumped.out, Catch::Contains("segment: 00000000000000000001.log:40 size: 25 isvalid: true "
+                                           "payload: {\"id\":5,\"name\":\"order-5\"}"));
+    CHECK_THAT(dumped.out, Catch::Contains("payload: {\"id\":6,\"name\":\"order-6\"}"));
+}
+
+TEST_CASE("inspect tool: describe and verify name a non-canonical partition folder instead of showing the partition "
+          "twice",
+          "[inspect][mmap][tool]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const fs::path stray = bq::test::add_stray_partition_folder(directory.path());
+
+    const json described = json::parse(run_tool({"describe", directory.string(), "--json"}).out);
+    CHECK(described["topics"][0]["topic"] == "clicks");
+    CHECK(described["topics"][0]["partitions"].size() == 2);
+    REQUIRE(described.contains("unexpected"));
+    REQUIRE(described["unexpected"].size() == 1);
+    CHECK(described["unexpected"][0]["path"] == stray.string());
+    const tool_result text = run_tool({"describe", directory.string()});
+    CHECK(text.status == 0);
+    CHECK_THAT(text.out, Catch::Contains("unexpected: " + stray.string() + ": "));
+    const tool_result verified = run_tool({"verify", directory.string()});
+    CHECK(verified.status == 1);
+    CHECK_THAT(verified.out, Catch::Contains("problem: " + stray.string() + ": "));
+    CHECK_THAT(verified.out, Catch::Contains("DAMAGED: 2 topics, 3 partitions"));
+}
+
 }  // namespace inspect_tool_test

@@ -185,8 +185,15 @@ int describe(const arguments& parsed)
         }
         topics.push_back({{"topic", topic}, {"partitions", partitions}, {"groups", group_list}});
     }
+    const std::vector<inspect::unexpected_entry> unexpected = inspect::list_unexpected_entries(folder);
     if (parsed.options.contains("--json")) {
-        std::cout << json{{"data_directory", folder}, {"topics", topics}}.dump(2, ' ', false, replace_invalid) << '\n';
+        json entries = json::array();
+        for (const inspect::unexpected_entry& each : unexpected) {
+            entries.push_back({{"path", each.path}, {"text", each.text}});
+        }
+        std::cout << json{{"data_directory", folder}, {"topics", topics}, {"unexpected", entries}}.dump(2, ' ', false,
+                                                                                                        replace_invalid)
+                  << '\n';
         return 0;
     }
     print_table(partition_rows);
@@ -198,6 +205,9 @@ int describe(const arguments& parsed)
     }
     for (const std::string& problem : problems) {
         std::cout << "\ndamaged: " << problem << " (run bufferqueue-inspect verify)\n";
+    }
+    for (const inspect::unexpected_entry& each : unexpected) {
+        std::cout << "\nunexpected: " << each.path << ": " << each.text << '\n';
     }
     return 0;
 }
@@ -290,6 +300,9 @@ int dump(const arguments& parsed)
         std::cout << "damaged: " << *summary.problem
                   << "\n(offsets below are counted from the first readable "
                      "segment and may be lower than the real ones)\n";
+        for (const inspect::unreadable_segment& each : summary.unreadable) {
+            std::cout << "unreadable: " << each.path << ": " << each.reason << " (its records are not shown)\n";
+        }
     }
     reader.read_records(from, count, [&](const inspect::record_entry& record) {
         std::cout << "offset: " << record.item << " position: " << record.log_offset

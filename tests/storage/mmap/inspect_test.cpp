@@ -12,6 +12,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -172,6 +173,101 @@ TEST_CASE("inspect: a segment that cannot be mapped is a problem naming the file
     const inspect::verify_report report = inspect::verify_data_folder(directory.string());
     REQUIRE_FALSE(report.intact());
     CHECK(report.problems[0].file == segment);
+}
+
+TEST_CASE("inspect: a topic folder that is a link to a folder is listed and verified like any other", "[inspect][mmap]")
+{
+    temporary_directory directory;
+    const auto data = directory.path() / "data";
+    inspect_fixture(data).close();
+    bq::test::move_topic_behind_link(data, "orders", directory.path() / "orders-elsewhere");
+    const auto segment = bq::test::segment_path(inspect_partition(data, "orders"), 0);
+    bq::test::flip_byte(segment, 40 + 40 + 12);  // inside the payload of record 1
+
+    CHECK(inspect::list_topics(data.string()) == std::vector<std::string>{"clicks", "orders"});
+    const inspect::verify_report report = inspect::verify_data_folder(data.string());
+    CHECK(report.topics == 2);
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].file == segment.string());
+    CHECK(report.problems[0].byte == 80);
+}
+
+TEST_CASE("inspect: a link in the data folder that leads to no folder is a problem naming it", "[inspect][mmap]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const auto link = directory.path() / "payments";
+    std::filesystem::create_directory_symlink(directory.path() / "payments-on-a-missing-disk", link);
+
+    const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+    CHECK_FALSE(report.intact());
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].file == link.string());
+    CHECK_THAT(report.problems[0].text, Catch::Contains("link") && Catch::Contains("not checked"));
+}
+
+TEST_CASE("inspect: an empty first segment is blamed alone, and the next segment can still be read", "[inspect][mmap]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const auto partition = inspect_partition(directory.path(), "orders");
+    const auto first = bq::test::segment_path(partition, 0);
+    bq::test::empty_file(first);
+
+    const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].file == first.string());
+    CHECK_THAT(report.problems[0].text, Catch::Contains("has 0 bytes, but the segment size is 256"));
+
+    const inspect::partition_reader reader(directory.string(), "orders", 0);
+    CHECK(reader.summary().problem);
+    CHECK(reader.summary().segment_size == bq::test::inspect_segment_size);
+    REQUIRE(reader.summary().unreadable.size() == 1);
+    CHECK(reader.summary().unreadable[0].path == first.string());
+    CHECK_THAT(reader.summary().unreadable[0].reason, Catch::Contains("has 0 bytes"));
+    std::vector<std::string> files;
+    reader.read_records(0, 100, [&](const inspect::record_entry& record) {
+        CHECK(record.valid);
+        files.push_back(record.segment_file);
+    });
+    CHECK(files == std::vector<std::string>{"00000000000000000001.log", "00000000000000000001.log"});
+}
+
+TEST_CASE("inspect: a damaged byte in the first segment's header blames that segment alone", "[inspect][mmap]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const auto partition = inspect_partition(directory.path(), "orders");
+    const auto first = bq::test::segment_path(partition, 0);
+    bq::test::flip_byte(first, 25);  // in the segment size field: 256 reads as 65024, a valid segment size
+
+    const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].file == first.string());
+    CHECK(report.problems[0].byte == 0);
+    CHECK_THAT(report.problems[0].text, Catch::Contains("the segment header is damaged"));
+    std::size_t records = 0;
+    inspect::partition_reader(directory.string(), "orders", 0)
+        .read_records(0, 100, [&](const inspect::record_entry& record) { records += record.valid ? 1 : 0; });
+    CHECK(records == 2);
+}
+
+TEST_CASE("inspect: a partition folder with a non-canonical name is a problem naming it, not a partition",
+          "[inspect][mmap]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const auto stray = bq::test::add_stray_partition_folder(directory.path());
+
+    CHECK(inspect::list_partitions(directory.string(), "clicks") == std::vector<std::size_t>{0, 1});
+    const std::vector<inspect::unexpected_entry> unexpected = inspect::list_unexpected_entries(directory.string());
+    REQUIRE(unexpected.size() == 1);
+    CHECK(unexpected[0].path == stray.string());
+    const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+    CHECK(report.partitions == 3);
+    REQUIRE(report.problems.size() == 1);
+    CHECK(report.problems[0].file == stray.string());
+    CHECK_THAT(report.problems[0].text, Catch::Contains("partition-00001") && Catch::Contains("not checked"));
 }
 
 }  // namespace inspect_test

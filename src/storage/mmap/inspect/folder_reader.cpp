@@ -8,7 +8,7 @@
 
 #include <algorithm>
 #include <array>
-#include <filesystem>
+#include <map>
 #include <utility>
 
 namespace bufferqueue::inspect {
@@ -16,35 +16,6 @@ namespace bufferqueue::inspect {
 namespace detail = bufferqueue::detail;
 
 namespace {
-
-constexpr std::string_view partition_prefix = "partition-";
-
-// The partition number in a folder name "partition-NNNNN", or nothing.
-std::optional<std::size_t> parse_partition_folder(const std::string& name)
-{
-    if (!name.starts_with(partition_prefix)) {
-        return std::nullopt;
-    }
-    const std::string number = name.substr(partition_prefix.size());
-    if (number.size() < 5 || number.size() > 9 || number.find_first_not_of("0123456789") != std::string::npos) {
-        return std::nullopt;
-    }
-    return static_cast<std::size_t>(std::stoull(number));
-}
-
-std::vector<std::size_t> partitions_in(const std::string& folder)
-{
-    std::vector<std::size_t> partitions;
-    for (const detail::directory_entry& entry : detail::list_directory(folder)) {
-        if (entry.kind == detail::entry_kind::directory) {
-            if (const auto partition = parse_partition_folder(entry.name)) {
-                partitions.push_back(*partition);
-            }
-        }
-    }
-    std::sort(partitions.begin(), partitions.end());
-    return partitions;
-}
 
 std::vector<std::uint64_t> segment_indices(const std::string& folder)
 {
@@ -59,43 +30,41 @@ std::vector<std::uint64_t> segment_indices(const std::string& folder)
     return indices;
 }
 
-// The segment size the first segment's header declares, or that file's size when the header does not
-// declare a valid one; 0 when the partition has no segment.
-std::uint64_t discover_segment_size(const std::string& folder)
+// The topic's segment size as the segment files `indices` of `folder` show it: the size declared by
+// the first header that is entirely valid (magic, version, checksum, its index) and matches its
+// file's size; when no header is, the size most files have, if it is a valid segment size; 0 when
+// there is no segment. One damaged file (empty, or with a damaged header) never decides it, so the
+// intact files are not blamed for its damage.
+std::uint64_t discover_segment_size(const std::string& folder, const std::vector<std::uint64_t>& indices)
 {
-    const std::vector<std::uint64_t> indices = segment_indices(folder);
-    if (indices.empty()) {
-        return 0;
-    }
-    const std::string path = folder + "/" + detail::segment_file_name(indices.front());
-    const detail::unique_fd file = detail::open_file(path, detail::open_mode::read_only);
-    std::array<std::byte, detail::segment_header_size> header{};
-    const std::size_t read = detail::read_at(file, 0, header);
-    const std::uint64_t declared = read == header.size() ? detail::load_u64_little_endian(header.data() + 24) : 0;
-    return detail::is_valid_segment_size(declared) ? declared : detail::file_size(file);
-}
-
-// True unless `path` (which exists) is known to be something other than a folder: its entry in the
-// parent folder says so. (A folder whose parent cannot be listed counts as a folder; listing it
-// then reports the real error.)
-bool is_folder(const std::string& path)
-{
-    const std::filesystem::path location = std::filesystem::path(path).lexically_normal();
-    const std::string name = location.filename().string();
-    if (name.empty() || name == "." || name == "..") {
-        return true;
-    }
-    const std::string parent = location.has_parent_path() ? location.parent_path().string() : std::string(".");
-    try {
-        for (const detail::directory_entry& entry : detail::list_directory(parent)) {
-            if (entry.name == name) {
-                return entry.kind != detail::entry_kind::file;
+    std::map<std::uint64_t, std::size_t> sizes;  // file size -> files of that size
+    for (const std::uint64_t index : indices) {
+        try {
+            const detail::unique_fd file =
+                detail::open_file(folder + "/" + detail::segment_file_name(index), detail::open_mode::read_only);
+            const std::uint64_t size = detail::file_size(file);
+            std::array<std::byte, detail::segment_header_size> header{};
+            if (detail::read_at(file, 0, header) == header.size()) {
+                const std::uint64_t declared = detail::load_u64_little_endian(header.data() + 24);  // its size field
+                if (declared == size && detail::is_valid_segment_size(declared) &&
+                    !detail::validate_segment_header(header, index, declared)) {
+                    return declared;
+                }
             }
+            ++sizes[size];
+        } catch (const error&) {
+            // A file that cannot be read decides nothing; recovery and verify name it.
         }
-    } catch (const error&) {
-        // Listing `path` itself reports what is wrong.
     }
-    return true;
+    std::uint64_t common = 0;
+    std::size_t count = 0;
+    for (const auto& [size, files] : sizes) {
+        if (detail::is_valid_segment_size(size) && files > count) {
+            common = size;
+            count = files;
+        }
+    }
+    return common;
 }
 
 std::string describe_partition(const std::string& topic, std::size_t partition)
@@ -104,53 +73,6 @@ std::string describe_partition(const std::string& topic, std::size_t partition)
 }
 
 }  // namespace
-
-std::string topic_folder(const std::string& data_directory, const std::string& topic)
-{
-    return data_directory + "/" + topic;
-}
-
-std::string partition_folder(const std::string& data_directory, const std::string& topic, std::size_t partition)
-{
-    return detail::partition_folder(topic_folder(data_directory, topic), partition);
-}
-
-std::vector<std::string> list_topics(const std::string& data_directory)
-{
-    if (!detail::path_exists(data_directory)) {
-        throw error(errc::invalid_argument, "the folder " + data_directory + " does not exist");
-    }
-    if (!is_folder(data_directory)) {
-        throw error(errc::invalid_argument, data_directory + " is not a folder");
-    }
-    std::vector<std::string> topics;
-    for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
-        if (entry.kind == detail::entry_kind::directory &&
-            !partitions_in(topic_folder(data_directory, entry.name)).empty()) {
-            topics.push_back(entry.name);
-        }
-    }
-    if (topics.empty()) {
-        throw error(errc::invalid_argument,
-                    data_directory + " is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
-                                     "(give the data_directory of the mmap topics)");
-    }
-    return topics;
-}
-
-std::vector<std::size_t> list_partitions(const std::string& data_directory, const std::string& topic)
-{
-    const std::vector<std::string> topics = list_topics(data_directory);
-    if (std::find(topics.begin(), topics.end(), topic) == topics.end()) {
-        std::string known;
-        for (const std::string& each : topics) {
-            known += (known.empty() ? "'" : ", '") + each + "'";
-        }
-        throw error(errc::invalid_argument,
-                    "no topic '" + topic + "' in " + data_directory + " (its topics: " + known + ")");
-    }
-    return partitions_in(topic_folder(data_directory, topic));
-}
 
 struct partition_reader::segments {
     std::optional<detail::mmap_recovered_state> state;               // when recovery succeeded
@@ -177,7 +99,7 @@ partition_reader::partition_reader(const std::string& data_directory, const std:
                                                 (partitions.size() == 1 ? "" : "s") + ", numbered from 0)");
     }
     const std::string folder = inspect::partition_folder(data_directory, topic, partition);
-    const std::uint64_t segment_size = discover_segment_size(folder);
+    const std::uint64_t segment_size = discover_segment_size(folder, segment_indices(folder));
     files_ = {.description = describe_partition(topic, partition),
               .folder = folder,
               .segment_size = segment_size == 0 ? detail::min_segment_size : segment_size};
@@ -213,29 +135,48 @@ partition_reader::partition_reader(const std::string& data_directory, const std:
                  .checkpoint_path = files_.group_checkpoint_path(detail::escape_group_name(group))});
         }
     } else {
-        // Damaged: open what can be opened, so that its records can still be dumped.
-        try {
-            for (const std::uint64_t index : segment_indices(folder)) {
-                auto segment = std::make_unique<detail::mmap_segment_file>();
-                segment->index = index;
-                segment->path = files_.segment_path(index);
-                segment->file = detail::open_file(segment->path, detail::open_mode::read_only);
-                if (detail::file_size(segment->file) != files_.segment_size) {
-                    continue;  // a file of the wrong size (or a bad header, below) is left out
-                }
-                segment->region = detail::map_file(segment->file, files_.segment_size, detail::map_access::read_only);
-                if (detail::validate_segment_header(segment->region.bytes(), index, files_.segment_size)) {
-                    continue;
-                }
-                segments_->list.push_back(segment.get());
-                segments_->opened.push_back(std::move(segment));
-            }
-        } catch (const error&) {
-            // Whatever was opened before the failure can be read.
-        }
+        open_readable_segments();
     }
     summary_.segments = segments_->list.size();
     summary_.bytes = summary_.segments * files_.segment_size;
+}
+
+void partition_reader::open_readable_segments()
+{
+    // Damaged: open what can be opened, so that its records can still be dumped; name what cannot.
+    std::vector<std::uint64_t> indices;
+    try {
+        indices = segment_indices(files_.folder);
+    } catch (const error& failure) {
+        summary_.unreadable.push_back({.path = files_.folder, .reason = failure.what()});
+        return;
+    }
+    for (const std::uint64_t index : indices) {
+        auto segment = std::make_unique<detail::mmap_segment_file>();
+        segment->index = index;
+        segment->path = files_.segment_path(index);
+        try {
+            segment->file = detail::open_file(segment->path, detail::open_mode::read_only);
+            if (const std::uint64_t size = detail::file_size(segment->file); size != files_.segment_size) {
+                summary_.unreadable.push_back({.path = segment->path,
+                                               .reason = "has " + std::to_string(size) +
+                                                         " bytes, but the segment size is " +
+                                                         std::to_string(files_.segment_size)});
+                continue;
+            }
+            segment->region = detail::map_file(segment->file, files_.segment_size, detail::map_access::read_only);
+        } catch (const error& failure) {
+            summary_.unreadable.push_back({.path = segment->path, .reason = failure.what()});
+            continue;
+        }
+        if (const auto damage = detail::validate_segment_header(segment->region.bytes(), index, files_.segment_size)) {
+            summary_.unreadable.push_back(
+                {.path = segment->path, .reason = "the segment header is damaged: " + *damage});
+            continue;
+        }
+        segments_->list.push_back(segment.get());
+        segments_->opened.push_back(std::move(segment));
+    }
 }
 
 std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const

@@ -184,6 +184,9 @@ private:
 verify_report verify_data_folder(const std::string& data_directory)
 {
     verify_report report;
+    for (const unexpected_entry& entry : list_unexpected_entries(data_directory)) {
+        report.problems.push_back({entry.path, std::nullopt, entry.text});
+    }
     for (const std::string& topic : list_topics(data_directory)) {
         ++report.topics;
         for (const std::size_t partition : list_partitions(data_directory, topic)) {

@@ -3,11 +3,15 @@
 // lock is taken, so it works on a read-only copy or mount and while a queue has the folder open.
 //
 // A data folder is the `data_directory` of `mmap_topic_options`: one folder per topic, each holding
-// `partition-{id:05}/` folders (docs/mmap-format.md). A partition is read with the library's own
-// recovery in read-only mode (mmap_recovery.hpp), so item counts, group positions and what counts as
+// `partition-{id:05}/` folders (docs/mmap-format.md; finding them: folder_listing.hpp). A partition is read with the
+// library's own recovery in read-only mode (mmap_recovery.hpp), so item counts, group positions and what counts as
 // damage are exactly what the next open of the topic would find. Offsets reported in items are
 // record indices (the numbers of the statistics API), log offsets are byte offsets (`logical
 // offsets` of segment_format.hpp).
+//
+// A damaged segment file is blamed alone: the segment size is taken from the first segment file whose
+// header is entirely valid, not from the first file, so an empty or damaged first segment does not make
+// the intact ones look wrong; a damaged partition's intact segments can still be read.
 //
 // Reading while a queue writes: a record being written at the tail is found as bytes after the last
 // complete record (`tail_bytes`) and reported, never as damage; a segment deleted by retention while
@@ -15,6 +19,7 @@
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
+#include "bufferqueue/storage/mmap/inspect/folder_listing.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -27,23 +32,6 @@
 
 namespace bufferqueue::inspect {
 
-/// The topics of `data_directory`: its subfolders holding at least one `partition-NNNNN` folder,
-/// sorted by name. Throws `error(errc::invalid_argument)` naming the folder when it does not exist,
-/// is not a folder, or holds no topic ("not a bufferqueue data folder"); `io_error` when it cannot be
-/// listed. Thread-safe.
-std::vector<std::string> list_topics(const std::string& data_directory);
-
-/// The partition numbers of `topic` in `data_directory`, sorted. Throws `error(errc::invalid_argument)`
-/// naming the topic and the topics that exist when it is not one of them. Thread-safe.
-std::vector<std::size_t> list_partitions(const std::string& data_directory, const std::string& topic);
-
-/// The folder of `topic` in `data_directory`. Never throws except `std::bad_alloc`.
-std::string topic_folder(const std::string& data_directory, const std::string& topic);
-
-/// The folder of partition `partition` of `topic` (`{topic}/partition-{id:05}`). Never throws except
-/// `std::bad_alloc`.
-std::string partition_folder(const std::string& data_directory, const std::string& topic, std::size_t partition);
-
 /// One consumer group's committed position in a partition.
 struct group_position {
     std::string group;                       ///< the group's name (unescaped from its folder name)
@@ -52,22 +40,31 @@ struct group_position {
     std::string checkpoint_path;             ///< its consumer.offset file
 };
 
+/// A segment file of a damaged partition that `partition_reader::read_records` leaves out, and why.
+struct unreadable_segment {
+    std::string path;
+    std::string reason;  ///< why it cannot be read (its size, its damaged header, an I/O error)
+};
+
 /// What a partition holds, as recovery reads it.
 struct partition_summary {
     std::string topic;
     std::size_t partition = 0;
     std::string folder;
-    std::uint64_t segment_size = 0;  ///< from the first segment's header; 0 when there is none
+    std::uint64_t segment_size = 0;  ///< from the first valid segment header (else the size most segment
+                                     ///< files have); 0 when there is no segment
     std::size_t segments = 0;        ///< retained segment files
     std::uint64_t bytes = 0;         ///< the size of those files
     std::uint64_t earliest = 0;      ///< items: the index of the first retained record
     std::uint64_t end = 0;           ///< items: records ever appended (the next record's index)
     std::uint64_t earliest_log_offset = 0;
-    std::uint64_t end_log_offset = 0;    ///< where the next record goes (normalized)
-    std::uint64_t tail_bytes = 0;        ///< nonzero bytes after the last complete record: a record
-                                         ///< being written, or torn by a crash (the next open cuts them)
-    std::optional<std::string> problem;  ///< set when recovery fails: its message (file and offset)
-    std::vector<group_position> groups;  ///< sorted by name; empty when `problem` is set
+    std::uint64_t end_log_offset = 0;            ///< where the next record goes (normalized)
+    std::uint64_t tail_bytes = 0;                ///< nonzero bytes after the last complete record: a record
+                                                 ///< being written, or torn by a crash (the next open cuts them)
+    std::optional<std::string> problem;          ///< set when recovery fails: its message (file and offset)
+    std::vector<group_position> groups;          ///< sorted by name; empty when `problem` is set
+    std::vector<unreadable_segment> unreadable;  ///< when `problem` is set: the segment files left out of
+                                                 ///< `read_records` (and `segments`), oldest first
 
     /// `end - earliest`: the records held.
     std::uint64_t records() const noexcept { return end - earliest; }
@@ -124,6 +121,9 @@ public:
 
 private:
     struct segments;
+    // For a damaged partition: maps the segment files that can be read and lists the others in
+    // `summary_.unreadable`.
+    void open_readable_segments();
     detail::mmap_partition_files files_;
     partition_summary summary_;
     std::unique_ptr<segments> segments_;

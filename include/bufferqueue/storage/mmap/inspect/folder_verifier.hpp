@@ -5,14 +5,20 @@
 // open would find) and sweeps every file on its own: the header and every record of every segment
 // (CRC-32C, padding, where the records end), every checkpoint (producer.offset, earliest.offset,
 // earliest.items, each group's consumer.offset) and the group folder names. It never writes, takes no
-// lock and opens every file read-only.
+// lock and opens every file read-only. Topic and partition folders that are symbolic links to folders
+// are followed (as a queue follows them); what it does not check although it could hold data (an
+// unexpected entry of folder_listing.hpp: a link that leads nowhere, a partition folder with a
+// non-canonical name, a stray entry in a topic folder) is a problem naming it, so the folder is never
+// reported intact while something was skipped.
 //
 // Problems are what would make the next open fail or lose data: damage inside data the library vouches
-// for as flushed, a damaged checkpoint, a missing segment. Notes are what the next open repairs on its
-// own, or what a running queue is doing: a partial record after the last complete one of the newest
-// segment (a tail being written, or torn by a crash - recovery cuts it off), leftovers of interrupted
-// atomic writes (`.tmp`), segments below earliest.offset whose deletion was interrupted, an invalid
-// flush.mark (recovery ignores it).
+// for as flushed, a damaged checkpoint, a missing segment, an unexpected entry. A damaged segment file
+// is blamed alone: the segment size is taken from the intact segments (folder_reader.hpp).
+//
+// Notes are what the next open repairs on its own, or what a running queue is doing: a partial record
+// after the last complete one of the newest segment (a tail being written, or torn by a crash -
+// recovery cuts it off), leftovers of interrupted atomic writes (`.tmp`), segments below
+// earliest.offset whose deletion was interrupted, an invalid flush.mark (recovery ignores it).
 #pragma once
 
 #include <cstddef>
