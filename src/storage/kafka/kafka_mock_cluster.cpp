@@ -9,6 +9,7 @@
 #include <librdkafka/rdkafka_mock.h>
 
 #include <array>
+#include <limits>
 #include <vector>
 
 namespace bufferqueue {
@@ -129,6 +130,36 @@ void kafka_mock_cluster::push_request_errors(kafka_request request, std::initial
 void kafka_mock_cluster::clear_request_errors(kafka_request request) noexcept
 {
     rd_kafka_mock_clear_request_errors(state_->cluster, static_cast<std::int16_t>(request));
+}
+
+void kafka_mock_cluster::push_broker_responses(std::int32_t broker_id, kafka_request request,
+                                               std::initializer_list<kafka_mock_response> responses)
+{
+    require_broker(broker_id, state_->brokers);
+    for (const kafka_mock_response& response : responses) {
+        if (response.delay.count() < 0 || response.delay.count() > std::numeric_limits<int>::max()) {
+            throw error(errc::invalid_argument, "kafka mock cluster: a response delay must be between 0 and " +
+                                                    std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
+                                                    std::to_string(response.delay.count()) + " ms)");
+        }
+    }
+    // One entry a call: the call is variadic, and each appends to the broker's stack in order.
+    for (const kafka_mock_response& response : responses) {
+        rd_kafka_mock_broker_push_request_error_rtts(state_->cluster, broker_id, static_cast<std::int16_t>(request), 1,
+                                                     static_cast<rd_kafka_resp_err_t>(response.error),
+                                                     static_cast<int>(response.delay.count()));
+    }
+}
+
+std::size_t kafka_mock_cluster::pending_broker_responses(std::int32_t broker_id, kafka_request request) const
+{
+    require_broker(broker_id, state_->brokers);
+    std::size_t count = 0;
+    if (rd_kafka_mock_broker_error_stack_cnt(state_->cluster, broker_id, static_cast<std::int16_t>(request), &count) !=
+        RD_KAFKA_RESP_ERR_NO_ERROR) {
+        return 0;  // nothing was ever pushed for this request type
+    }
+    return count;
 }
 
 }  // namespace bufferqueue

@@ -17,6 +17,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <shared_mutex>
 
@@ -102,8 +103,15 @@ public:
     // Creates the client, checks the metadata, then starts serving delivery reports.
     void start(const kafka_producer_settings& settings)
     {
+        // Idempotent by default: the brokers store each record once and in produce order also when
+        // librdkafka retries (a timed-out request, a retriable error with later requests in flight).
+        // The user's properties come after, so {"enable.idempotence", "false"} turns it off.
+        std::map<std::string, std::string> properties{{"enable.idempotence", "true"}};
+        for (const auto& [name, value] : settings.properties) {
+            properties[name] = value;
+        }
         rd_kafka_conf_t* configuration =
-            make_client_configuration(settings.topic, settings.bootstrap_servers, settings.properties);
+            make_client_configuration(settings.topic, settings.bootstrap_servers, properties);
         rd_kafka_conf_set_opaque(configuration, this);
         rd_kafka_conf_set_dr_msg_cb(configuration, &producer_client::on_delivery);
         std::array<char, 512> reason{};

@@ -2,6 +2,7 @@
 // (brokers speaking the Kafka protocol over TCP on loopback), with its fault injection.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <initializer_list>
@@ -24,6 +25,16 @@ enum class kafka_request : std::int16_t {
     heartbeat = 12,
     leave_group = 13,
     sync_group = 14,
+    init_producer_id = 22,
+};
+
+/// One scripted answer of a mock broker (`kafka_mock_cluster::push_broker_responses`): a Kafka
+/// error code (0: none, the request is served as usual - a produce is stored) and how long the
+/// broker holds the answer back. A held-back answer also holds back the answers after it on that
+/// connection, as a Kafka broker answers in order.
+struct kafka_mock_response {
+    int error = 0;
+    std::chrono::milliseconds delay{0};
 };
 
 /// librdkafka's mock cluster (`rd_kafka_mock_cluster_new`): `brokers` in-process brokers listening
@@ -73,6 +84,17 @@ public:
     void push_request_errors(kafka_request request, std::initializer_list<int> errors);
     /// Forgets the errors pushed for `request` that were not used yet.
     void clear_request_errors(kafka_request request) noexcept;
+
+    /// Makes broker `broker_id`'s next `responses.size()` answers to `request` these, in order
+    /// (before those of `push_request_errors`; librdkafka's `rd_kafka_mock_broker_push_request_error_rtts`).
+    /// A request answered with an error is not served (a produce stores nothing); with error 0 it is
+    /// served at once and only its answer waits. Throws `bufferqueue::error` `errc::invalid_argument`
+    /// for an unknown broker or a negative delay.
+    void push_broker_responses(std::int32_t broker_id, kafka_request request,
+                               std::initializer_list<kafka_mock_response> responses);
+    /// How many of the answers pushed with `push_broker_responses` broker `broker_id` has not given
+    /// yet (0 once every scripted request arrived). Throws as `push_broker_responses`.
+    std::size_t pending_broker_responses(std::int32_t broker_id, kafka_request request) const;
 
 private:
     struct state;
