@@ -13,6 +13,10 @@ public:
 
     const boost::asio::any_io_executor& executor() const noexcept override { return queue_.executor_; }
     std::shared_ptr<detail::io_pool> blocking_pool() override { return queue_.blocking_pool(); }
+    std::shared_ptr<detail::io_pool> dedicated_pool(std::size_t threads) override
+    {
+        return queue_.dedicated_pool(threads);
+    }
     void require_unregistered(const std::string& name, std::type_index type,
                               const std::string& type_name) const override
     {
@@ -36,6 +40,9 @@ buffer_queue::~buffer_queue()
         // asynchronous operations complete with errc::closed instead of reaching freed threads.
         blocking_pool_->shut_down();
     }
+    for (const std::shared_ptr<detail::io_pool>& pool : dedicated_pools_) {
+        pool->shut_down();  // the same for the pools of the topics' own
+    }
 }
 
 std::shared_ptr<detail::io_pool> buffer_queue::blocking_pool()
@@ -45,6 +52,14 @@ std::shared_ptr<detail::io_pool> buffer_queue::blocking_pool()
         blocking_pool_ = std::make_shared<detail::io_pool>(2);
     }
     return blocking_pool_;
+}
+
+std::shared_ptr<detail::io_pool> buffer_queue::dedicated_pool(std::size_t threads)
+{
+    auto pool = std::make_shared<detail::io_pool>(threads);
+    std::unique_lock lock(mutex_);
+    dedicated_pools_.push_back(pool);
+    return pool;
 }
 
 namespace {

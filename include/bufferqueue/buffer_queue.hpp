@@ -140,7 +140,8 @@ public:
 
     /// Removes consumer group `group` of the topic (T, `topic`): its position stops pinning a bounded
     /// memory topic's capacity (the room only it held comes back) and a persistent topic's
-    /// retention, and on a persistent topic its checkpoints are deleted - in each partition
+    /// retention, its statistics counters (push failures, dead letters) are forgotten, and on a
+    /// persistent topic its checkpoints are deleted - in each partition
     /// atomically (the group folder is renamed to a temporary name, then deleted; a crash in between
     /// leaves a leftover the next open removes). A group created later under the same name is a new
     /// group. Returns false when the topic has no such group (in this process or on disk). Throws
@@ -156,7 +157,10 @@ public:
     template <class T>
     bool remove_group(std::string_view topic, std::string_view group)
     {
-        return find<T>(topic)->remove_group(std::string(group));
+        const bool removed = find<T>(topic)->remove_group(std::string(group));
+        counters_.forget(std::string(topic), detail::readable_type_name<T>(),
+                         std::string(group));  // its statistics counters too
+        return removed;
     }
 
     /// A statistics snapshot of the topic (T, `topic`): every partition's end and earliest item
@@ -234,7 +238,8 @@ public:
     void start();
 
     /// Stops the push consumers: no loop pulls again, a waiting pull is aborted, running handlers
-    /// finish. Completes (signature `void()`) once every loop has ended; at once when none runs
+    /// finish, a dead-letter produce in flight is no longer awaited (its batch stays uncommitted).
+    /// Completes (signature `void()`) once every loop has ended; at once when none runs
     /// (also before `start()`, which then stays impossible). No batch is lost: under manual commit an
     /// uncommitted batch stays in the topic for the next run; under auto commit a pulled batch is
     /// handed to its handler. Thread-safe; may be awaited from several places.
@@ -267,6 +272,7 @@ private:
 
     void add(std::shared_ptr<detail::topic_base> topic);
     std::shared_ptr<detail::io_pool> blocking_pool();
+    std::shared_ptr<detail::io_pool> dedicated_pool(std::size_t threads);
     void require_unregistered(const std::string& topic, std::type_index type, const std::string& type_name) const;
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
@@ -376,6 +382,8 @@ private:
     // Made with the first persistent topic, shared with every persistent topic (so handles that outlive
     // the queue reach a live pool, which refuses work once the destructor shut it down); mutex_.
     std::shared_ptr<detail::io_pool> blocking_pool_;
+    // The pools of topics that wait on the network (`topic_context::dedicated_pool`); mutex_.
+    std::vector<std::shared_ptr<detail::io_pool>> dedicated_pools_;
     const std::shared_ptr<detail::push_registry> push_ = std::make_shared<detail::push_registry>();
     detail::group_counter_table counters_;          // thread-safe; the groups' push and dead-letter counts
     const std::unique_ptr<topic_context> context_;  // refers to this queue

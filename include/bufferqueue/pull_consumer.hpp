@@ -86,7 +86,12 @@ public:
     /// checksum has no known end and still fails the consume with `errc::corrupt_data`. Such a
     /// consume runs as a coroutine on the queue's executor and completes on the handler's (it
     /// allocates per consume: the coroutine frame and its spawn); a
-    /// `cancel()` or `close()` while the letter is produced takes effect once that produce ends.
+    /// `cancel()` or `close()` while the letter is produced takes effect once that produce ends: the
+    /// record is stepped past if its letter was acknowledged, and the consume completes with
+    /// `boost::asio::error::operation_aborted` instead of consuming on. A produce call that throws
+    /// (the dead-letter topic's key selector) fails the consume like a failed produce: with the
+    /// thrown `bufferqueue::error`'s code, else `errc::invalid_argument`, and its message in
+    /// `last_error()`.
     template <class CompletionToken = default_completion_token>
     auto consume(CompletionToken&& token = default_completion_token())
     {
@@ -174,6 +179,9 @@ public:
     /// throws, allocates nothing.
     void cancel() noexcept
     {
+        if (dead_letters_) {
+            dead_letters_->request_cancel();
+        }
         if (state_) {
             state_->cancel();
         }
@@ -187,6 +195,9 @@ public:
     /// thread-safe, never throws.
     void close() noexcept
     {
+        if (dead_letters_) {
+            dead_letters_->request_cancel();
+        }
         if (state_) {
             state_->close();
         }

@@ -16,8 +16,11 @@
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -175,6 +178,75 @@ TEST_CASE("dead-letter consume: when the dead-letter produce fails the record st
     REQUIRE(sent->size() == 1);
     CHECK(text_of((*sent)[0].payload) == "poison");
     CHECK(queue.stats<std::string>("events").groups.front().dead_letters == 1);
+}
+
+TEST_CASE("dead-letter consume: a dead-letter key selector that throws fails the consume with its own message, and "
+          "the record stays unread",
+          "[consumer][mmap][dead_letter]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(events_topic(directory));
+    bool key_throws = true;
+    queue.add_topic(bq::memory_topic_options<letter>{.name = "events.dead", .partition_key = [&](const letter&) {
+                                                         if (key_throws) {
+                                                             throw std::runtime_error("the letter's key is broken");
+                                                         }
+                                                         return std::int64_t{1};
+                                                     }});
+    auto producer = queue.producer<std::string>("events");
+    REQUIRE(producer.try_produce(std::vector<std::string>{"poison", "last"}));
+    auto consumer = queue.create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = true, .dead_letter_topic = "events.dead"});
+
+    consume_outcome outcome = consume_awaited(consumer, io);
+    CHECK(outcome.error == bq::errc::invalid_argument);  // what a throwing key selector is, not out of memory
+    CHECK(outcome.items.empty());
+    CHECK_THAT(consumer.last_error(),
+               Catch::Contains("topic 'events' group 'g'") && Catch::Contains("dead-letter topic 'events.dead'") &&
+                   Catch::Contains("the letter's key is broken") && Catch::Contains("stays unread"));
+    CHECK(consumer.lag() == 2);  // nothing was stepped past
+
+    key_throws = false;  // the next consume routes the record and goes on
+    outcome = consume_awaited(consumer, io);
+    REQUIRE_FALSE(outcome.error);
+    CHECK(outcome.items == std::vector<std::string>{"last"});
+    CHECK(letters_in(queue, "events.dead").size() == 1);
+}
+
+TEST_CASE("dead-letter consume: a cancel while the letter is produced ends the consume once that produce ends",
+          "[consumer][mmap][dead_letter]")
+{
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(events_topic(directory));
+    queue.add_topic(bq::memory_topic_options<letter>{
+        .name = "events.dead", .bounded_capacity = 1, .full_mode = bq::full_mode::wait});
+    auto filler = queue.create_pull_consumer<letter>({.topic = "events.dead", .group = "filler", .auto_commit = true});
+    REQUIRE(queue.producer<letter>("events.dead").try_produce(letter{.topic = "elsewhere"}));  // full now
+    REQUIRE(queue.producer<std::string>("events").try_produce(std::string("poison")));
+    auto consumer = queue.create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = true, .dead_letter_topic = "events.dead"});
+
+    std::optional<boost::system::error_code> result;
+    consumer.consume([&](boost::system::error_code error, bq::batch<std::string>) { result = error; });
+    // Run until the letter's produce waits for room in the dead-letter topic.
+    for (int polls = 0; polls < 5000 && queue.stats<letter>("events.dead").waiting_producers == 0; ++polls) {
+        io.run_for(std::chrono::milliseconds(1));
+        io.restart();
+    }
+    REQUIRE(queue.stats<letter>("events.dead").waiting_producers == 1);
+    consumer.cancel();
+    REQUIRE(filler.try_consume());         // room again: the letter is stored, then the cancel takes effect
+    io.run_for(std::chrono::seconds(10));  // a consume that went on to wait for more data would still be pending
+    REQUIRE(result);
+    CHECK(*result == boost::asio::error::operation_aborted);
+    CHECK(consumer.lag() == 0);  // the record was routed and stepped past before the cancel ended the consume
+    const std::optional<bq::batch<letter>> sent = filler.try_consume();
+    REQUIRE(sent);
+    CHECK(text_of((*sent)[0].payload) == "poison");
 }
 
 TEST_CASE("dead-letter consume: a waiting consume is woken by a produce, and a second consume is refused",

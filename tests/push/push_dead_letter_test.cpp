@@ -15,10 +15,12 @@
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/use_future.hpp>
 
 #include <fcntl.h>
 #include <signal.h>
@@ -26,10 +28,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <future>
 #include <mutex>
 #include <random>
 #include <set>
@@ -91,6 +95,23 @@ std::uint64_t lag_of(bq::buffer_queue& queue, const std::string& topic, const st
     }
     FAIL("no group " << group << " on topic " << topic);
     return 0;
+}
+
+/// Registers group "work" on "numbers" (batches of 5, manual commit, one attempt, dead-letter topic
+/// "numbers.dead") with a handler that records each batch in `fixture.log` and always throws.
+void add_always_failing(numbers_queue& fixture)
+{
+    fixture.queue.add_push_consumer({.topic = "numbers",
+                                     .group = "work",
+                                     .batch_size = 5,
+                                     .max_attempts = 1,
+                                     .retry_backoff = quick,
+                                     .dead_letter_topic = "numbers.dead"},
+                                    [&fixture](bq::batch<int> items, bq::committer&) -> asio::awaitable<void> {
+                                        fixture.log.batches.push_back(items_of(items));
+                                        throw std::runtime_error("always fails");
+                                        co_return;
+                                    });
 }
 
 }  // namespace
@@ -163,24 +184,9 @@ TEST_CASE("push dead letters: while the dead-letter produce fails the batch stay
         {.topic = "numbers.dead", .group = "ops", .auto_commit = true});
     auto letters = fixture.queue.producer<bq::dead_letter<int>>("numbers.dead");
     REQUIRE(letters.try_produce(bq::dead_letter<int>{.item = -1}));
-    fixture.queue.add_push_consumer({.topic = "numbers",
-                                     .group = "work",
-                                     .batch_size = 5,
-                                     .max_attempts = 1,
-                                     .retry_backoff = quick,
-                                     .dead_letter_topic = "numbers.dead"},
-                                    [&](bq::batch<int> items, bq::committer&) -> asio::awaitable<void> {
-                                        fixture.log.batches.push_back(items_of(items));
-                                        throw std::runtime_error("always fails");
-                                        co_return;
-                                    });
+    add_always_failing(fixture);
     fixture.start(5);
-    const auto refused = [&] {
-        std::lock_guard lock(fixture.errors.mutex);
-        return std::count_if(fixture.errors.lines.begin(), fixture.errors.lines.end(), [](const std::string& line) {
-            return line.find("producing its dead letters failed") != std::string::npos;
-        });
-    };
+    const auto refused = [&] { return fixture.errors.count("producing its dead letters failed"); };
     std::uint64_t lag_while_refused = 0;
     std::vector<bq::dead_letter<int>> received;
     REQUIRE(run_until_then_stop(fixture.io, fixture.queue, [&] {
@@ -200,6 +206,111 @@ TEST_CASE("push dead letters: while the dead-letter produce fails the batch stay
     CHECK(fixture.log.batches.size() == 1);  // the handler is not called again: only the produce is retried
     CHECK(missing_from(fixture.errors.lines.at(1),
                        {"numbers|work|", "producing its dead letters failed", "uncommitted"}) == "");
+}
+
+TEST_CASE("push dead letters: a dead-letter key selector that throws is reported, tried again after the backoff, "
+          "and stop() completes",
+          "[push][dead_letter][memory]")
+{
+    numbers_queue fixture;
+    std::atomic<bool> key_throws{true};
+    fixture.queue.add_topic(bq::memory_topic_options<bq::dead_letter<int>>{
+        .name = "numbers.dead", .partition_key = [&](const bq::dead_letter<int>&) {
+            if (key_throws.load()) {
+                throw std::runtime_error("the letter's key is broken");
+            }
+            return std::int64_t{1};
+        }});
+    auto reader = fixture.queue.create_pull_consumer<bq::dead_letter<int>>(
+        {.topic = "numbers.dead", .group = "ops", .auto_commit = true});
+    add_always_failing(fixture);
+    fixture.start(5);
+    const auto key_failures = [&] { return fixture.errors.count("the letter's key is broken"); };
+    std::uint64_t lag_while_failing = 0;
+    std::vector<bq::dead_letter<int>> received;
+    REQUIRE(run_until_then_stop(fixture.io, fixture.queue, [&] {
+        if (key_failures() < 3) {
+            return false;  // reported every time, and tried again
+        }
+        if (key_throws.exchange(false)) {
+            lag_while_failing = lag_of(fixture.queue, "numbers", "work");
+        }
+        const auto more = drain_letters(reader);
+        received.insert(received.end(), more.begin(), more.end());
+        return received.size() == 5 && lag_of(fixture.queue, "numbers", "work") == 0;
+    }));
+    CHECK(lag_while_failing == 5);  // never committed while its letters could not be produced
+    CHECK(items_in(received) == bq::test::range(0, 5));
+    CHECK(fixture.log.batches.size() == 1);  // only the produce is retried
+    std::lock_guard lock(fixture.errors.mutex);
+    const auto reported =
+        std::find_if(fixture.errors.lines.begin(), fixture.errors.lines.end(),
+                     [](const std::string& line) { return line.find("key is broken") != std::string::npos; });
+    REQUIRE(reported != fixture.errors.lines.end());
+    CHECK(missing_from(*reported, {"numbers|work|", "producing its dead letters failed", "uncommitted", "exception"}) ==
+          "");
+}
+
+TEST_CASE("push dead letters: stop() from another thread ends the wait for a dead-letter produce that waits for room, "
+          "with the loop on two io_context threads",
+          "[push][dead_letter][memory][concurrency]")
+{
+    numbers_queue fixture;
+    // Room for 5 letters, one taken: the batch's 5 letters wait for room nobody frees.
+    fixture.queue.add_topic(bq::memory_topic_options<bq::dead_letter<int>>{
+        .name = "numbers.dead", .bounded_capacity = 5, .full_mode = bq::full_mode::wait});
+    auto reader = fixture.queue.create_pull_consumer<bq::dead_letter<int>>({.topic = "numbers.dead", .group = "ops"});
+    REQUIRE(fixture.queue.producer<bq::dead_letter<int>>("numbers.dead").try_produce(bq::dead_letter<int>{.item = -1}));
+    add_always_failing(fixture);
+    auto work = asio::make_work_guard(fixture.io);
+    std::vector<std::thread> threads;
+    for (int each = 0; each < 2; ++each) {
+        threads.emplace_back([&] { fixture.io.run(); });
+    }
+    fixture.start(5);
+    const auto deadline = std::chrono::steady_clock::now() + bq::test::push_hang_guard;
+    while (fixture.queue.stats<bq::dead_letter<int>>("numbers.dead").waiting_producers == 0 &&
+           std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(milliseconds(1));
+    }
+    REQUIRE(fixture.queue.stats<bq::dead_letter<int>>("numbers.dead").waiting_producers == 1);
+
+    std::future<void> stopped = fixture.queue.stop(asio::use_future);
+    const bool completed = stopped.wait_for(bq::test::push_hang_guard) == std::future_status::ready;
+    work.reset();
+    fixture.queue.close();  // the waiting produce ends now, so the threads run out of work
+    for (std::thread& each : threads) {
+        each.join();
+    }
+    REQUIRE(completed);
+    CHECK(lag_of(fixture.queue, "numbers", "work") == 5);  // uncommitted: the next run delivers it again
+    CHECK(fixture.errors.count("stop() ended the wait for its dead letters") == 1);
+}
+
+TEST_CASE("push dead letters: a group removed and created again under the same name starts its counters at zero",
+          "[push][dead_letter][stats][memory]")
+{
+    numbers_queue fixture;
+    fixture.queue.add_topic(bq::memory_topic_options<bq::dead_letter<int>>{.name = "numbers.dead"});
+    add_always_failing(fixture);
+    fixture.start(5);
+    REQUIRE(
+        run_until_then_stop(fixture.io, fixture.queue, [&] { return lag_of(fixture.queue, "numbers", "work") == 0; }));
+    {
+        const auto groups = fixture.queue.stats<int>("numbers").groups;
+        REQUIRE(groups.size() == 1);
+        CHECK(groups.front().push_failed_deliveries == 1);
+        CHECK(groups.front().push_given_up_batches == 1);
+        CHECK(groups.front().dead_letters == 5);
+    }
+    REQUIRE(fixture.queue.remove_group<int>("numbers", "work"));
+    auto again = fixture.queue.create_pull_consumer<int>({.topic = "numbers", .group = "work"});
+    const auto groups = fixture.queue.stats<int>("numbers").groups;
+    REQUIRE(groups.size() == 1);
+    CHECK(groups.front().name == "work");
+    CHECK(groups.front().push_failed_deliveries == 0);
+    CHECK(groups.front().push_given_up_batches == 0);
+    CHECK(groups.front().dead_letters == 0);
 }
 
 TEST_CASE("push dead letters: invalid dead-letter settings are refused, naming topic, group and option",

@@ -53,6 +53,17 @@ struct sink_log {
         std::lock_guard lock(mutex);
         return lines.size();
     }
+
+    /// How many lines received so far contain `text`.
+    std::size_t count(const std::string& text)
+    {
+        std::lock_guard lock(mutex);
+        std::size_t found = 0;
+        for (const std::string& line : lines) {
+            found += line.find(text) != std::string::npos ? 1 : 0;
+        }
+        return found;
+    }
 };
 
 /// Polls (a 1 ms timer on `io`) until `done()` holds, then runs `finish` and awaits `queue.stop()`;

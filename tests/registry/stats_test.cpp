@@ -167,6 +167,34 @@ TEST_CASE("statistics count waiting producers and waiting consumers", "[stats][m
     CHECK(queue.stats<int>("bounded").waiting_producers == 0);
 }
 
+TEST_CASE("statistics count a parked consumer of 1,024 partitions once, and an idle one not at all",
+          "[stats][memory][ready_set]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("wide", 1024));
+    auto consumers = queue.create_pull_consumers<int>({.topic = "wide", .group = "g", .auto_commit = true}, 2);
+    for (auto& consumer : consumers) {
+        CHECK_FALSE(consumer.try_consume());  // every partition found empty: the consumer watches them
+    }
+    CHECK(queue.stats<int>("wide").waiting_consumers == 0);  // nobody waits
+
+    int completed = 0;
+    for (auto& consumer : consumers) {
+        consumer.consume([&](boost::system::error_code, bq::batch<int>) { ++completed; });
+    }
+    io.poll();
+    io.restart();
+    CHECK(completed == 0);
+    CHECK(queue.stats<int>("wide").waiting_consumers == 2);  // each parked consumer once, over 512 partitions
+
+    REQUIRE(queue.producer<int>("wide").try_produce(numbers(1024)));
+    io.poll();
+    io.restart();
+    CHECK(completed == 2);
+    CHECK(queue.stats<int>("wide").waiting_consumers == 0);
+}
+
 TEST_CASE("statistics of an unknown topic or the wrong item type fail naming the topic", "[stats][registry]")
 {
     boost::asio::io_context io;

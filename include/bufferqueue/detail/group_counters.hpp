@@ -39,6 +39,18 @@ public:
         return found;
     }
 
+    /// Forgets the counters of (topic, item type, group): a group created later under that name
+    /// starts at zero (`buffer_queue::remove_group`). Consumers closed before keep the old ones.
+    /// Allocates nothing, never throws.
+    void forget(const std::string& topic, const std::string& item_type, const std::string& group) noexcept
+    {
+        std::lock_guard lock(mutex_);
+        const auto found = counters_.find(std::tie(topic, item_type, group));
+        if (found != counters_.end()) {
+            counters_.erase(found);
+        }
+    }
+
     /// Adds the counters of every group of `snapshot` that has some. Allocates nothing.
     void add_to(topic_stats& snapshot) const
     {

@@ -26,6 +26,10 @@ public:
     /// released, so the resumed thread never waits for the notifying one to leave it.
     virtual void wake() noexcept = 0;
 
+    /// Whether this waiter is a parked `consume()` (counted by `topic_stats::waiting_consumers`),
+    /// rather than a mark kept for a consumer that is not waiting (a ready set's watcher).
+    virtual bool is_parked_consume() const noexcept { return true; }
+
 protected:
     ~data_waiter() = default;
 };
@@ -62,12 +66,17 @@ public:
         }
     }
 
-    /// Appends the waiters registered now to `out` (statistics: a consumer waiting on several
-    /// partitions is registered with each). Takes the signal's lock briefly; allocates into `out`.
+    /// Appends the parked consumes registered now to `out` (statistics: a consumer waiting on
+    /// several partitions is registered with each; watchers are left out). Takes the signal's lock
+    /// briefly; allocates into `out`.
     void append_waiters(std::vector<const data_waiter*>& out)
     {
         std::lock_guard lock(mutex_);
-        out.insert(out.end(), waiters_.begin(), waiters_.end());
+        for (const data_waiter* waiter : waiters_) {
+            if (waiter->is_parked_consume()) {
+                out.push_back(waiter);
+            }
+        }
     }
 
 private:

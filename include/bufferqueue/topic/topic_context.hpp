@@ -10,6 +10,7 @@
 #include <boost/asio/any_io_executor.hpp>
 
 #include <concepts>
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <typeindex>
@@ -46,6 +47,13 @@ public:
     /// `storage_traits<Partition>::blocking`, so a backend rarely needs it itself. Allocates on the
     /// first call; throws what starting threads throws.
     virtual std::shared_ptr<detail::io_pool> blocking_pool() = 0;
+
+    /// A pool of `threads` threads of the topic's own, for a backend whose blocking waits are on the
+    /// network (a broker's answer to a commit): an outage of that storage then never holds the
+    /// threads the queue's other topics use (`blocking_pool`). A new pool per call, held by the topic
+    /// with shared ownership; the queue's destructor shuts it down as it does `blocking_pool`.
+    /// Allocates, starts threads; throws what starting threads throws.
+    virtual std::shared_ptr<detail::io_pool> dedicated_pool(std::size_t threads) = 0;
 
     /// Throws `bufferqueue::error`: `errc::topic_exists` when a topic `name` of item type `type`
     /// (`type_name` is how messages show it) is registered, `errc::closed` once the queue is closed.

@@ -254,8 +254,17 @@ private:
             return;
         }
         try {
-            listener_->failed(kafka_error_code(reason),
-                              "kafka topic '" + topic_ + "' group '" + group_ + "': " + std::string(detail));
+            std::string text = "kafka topic '" + topic_ + "' group '" + group_ + "': ";
+            if (reason == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || reason == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
+                // Deliberately no failed consume (docs/kafka.md, "Outages"): the topic may come back.
+                text += "the brokers no longer have the topic (deleted?); its consumers wait for it to return, "
+                        "cancel() or close() ends a waiting consume (";
+                text += detail != nullptr ? detail : "";
+                text += ")";
+            } else {
+                text += detail != nullptr ? detail : "";
+            }
+            listener_->failed(kafka_error_code(reason), text);
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported
         }
     }

@@ -127,6 +127,11 @@ void kafka_mock_cluster::push_request_errors(kafka_request request, std::initial
                                             codes.data());
 }
 
+void kafka_mock_cluster::set_topic_error(const std::string& name, int error)
+{
+    rd_kafka_mock_topic_set_error(state_->cluster, name.c_str(), static_cast<rd_kafka_resp_err_t>(error));
+}
+
 void kafka_mock_cluster::clear_request_errors(kafka_request request) noexcept
 {
     rd_kafka_mock_clear_request_errors(state_->cluster, static_cast<std::int16_t>(request));

@@ -19,6 +19,7 @@
 
 #include <exception>
 #include <memory>
+#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -131,13 +132,21 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
         const std::string where = "the record at offset " + std::to_string(record.offset) + " of partition " +
                                   std::to_string(record.partition);
         boost::system::error_code produced;
-        co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
-                                          boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+        std::string thrown;  // what the produce call threw (the dead-letter topic's key selector, a copy)
+        try {
+            co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
+                                              boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+        } catch (const std::bad_alloc&) {
+            produced = make_error_code(boost::asio::error::no_memory);
+        } catch (...) {
+            produced = current_exception_code(errc::invalid_argument);
+            thrown = exception_message();
+        }
         if (produced) {
             route->record(produced,
                           "sending " + where + ", which does not decode, to dead-letter topic '" +
-                              route->dead_letter_topic() + "' failed (" + produced.message() +
-                              "); the record stays unread",
+                              route->dead_letter_topic() + "' failed (" +
+                              (thrown.empty() ? produced.message() : thrown) + "); the record stays unread",
                           consumer);
             co_return std::tuple(produced, batch<T>());
         }
@@ -153,6 +162,9 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
                               skipped.message() + "); the next consume sends it again",
                           consumer);
             co_return std::tuple(skipped, batch<T>());
+        }
+        if (route->cancel_requested()) {  // `cancel()` or `close()` while the letter was produced
+            co_return std::tuple(make_error_code(boost::asio::error::operation_aborted), batch<T>());
         }
     }
 }

@@ -33,10 +33,25 @@ public:
     {
     }
 
-    /// Claims the consumer's routed consume; false while another one runs. Thread-safe.
-    bool try_begin() noexcept { return !busy_.exchange(true, std::memory_order_acq_rel); }
+    /// Claims the consumer's routed consume, forgetting an earlier `request_cancel`; false while
+    /// another one runs. Thread-safe.
+    bool try_begin() noexcept
+    {
+        if (busy_.exchange(true, std::memory_order_acq_rel)) {
+            return false;
+        }
+        cancel_requested_.store(false, std::memory_order_release);
+        return true;
+    }
     /// Ends the claim of `try_begin`. Thread-safe.
     void end() noexcept { busy_.store(false, std::memory_order_release); }
+
+    /// `cancel()` or `close()` of the consumer: the routed consume in progress ends with
+    /// `operation_aborted` once the letter it produces is acknowledged and stepped past, instead of
+    /// consuming on. Not remembered for a later consume. Thread-safe, lock-free.
+    void request_cancel() noexcept { cancel_requested_.store(true, std::memory_order_release); }
+    /// Whether `request_cancel` ran since the routed consume in progress began. Thread-safe.
+    bool cancel_requested() const noexcept { return cancel_requested_.load(std::memory_order_acquire); }
 
     /// The producer of the dead-letter topic (for the claiming consume only).
     producer<dead_letter<T>>& letters() noexcept { return producer_; }
@@ -72,7 +87,8 @@ private:
     producer<dead_letter<T>> producer_;
     const std::string dead_letter_topic_;
     const std::shared_ptr<group_counters> counters_;
-    std::atomic<bool> busy_{false};  // a routed consume is in progress
+    std::atomic<bool> busy_{false};              // a routed consume is in progress
+    std::atomic<bool> cancel_requested_{false};  // cleared by try_begin
     last_error_record failure_;
 };
 

@@ -139,6 +139,7 @@ private:
             return nullptr;  // nothing to resume: the consumer's own waiter does that
         }
         void wake() noexcept override {}
+        bool is_parked_consume() const noexcept override { return false; }  // the consumer may not wait
 
         ready_set* set_ = nullptr;
         std::size_t index_ = 0;

@@ -81,6 +81,9 @@ public:
                 backoff_timer_->cancel();  // a failed batch's backoff wait ends now
             }
         }
+        if (dead_letters_) {
+            dead_letters_->abandon();  // a dead-letter produce in flight is no longer awaited
+        }
         // A loop busy in its handler is left to finish and then sees the request; only a waiting pull
         // is aborted. Closing the consumer is sticky, so a pull that begins after this fails at once.
         if (abort_pull) {
@@ -115,8 +118,43 @@ public:
 private:
     enum class state { idle, pulling, handling };
 
-    // The loop. `self` and `registry` keep what it uses alive; the buffer_queue may be gone.
+    // The loop. `self` and `registry` keep what it uses alive; the buffer_queue may be gone. An
+    // exception that escapes `serve` (none is expected: every failure of a pull, a handler or a
+    // dead-letter produce is handled there) is reported and ends this loop, never silently: the
+    // consumer is closed and the registry learns of the end, so `stop()` completes.
     static boost::asio::awaitable<void> run(std::shared_ptr<push_loop> self, std::shared_ptr<push_registry> registry)
+    {
+        push_loop& loop = *self;
+        std::exception_ptr escaped;
+        try {
+            co_await serve(self, registry);
+        } catch (...) {
+            escaped = std::current_exception();
+        }
+        if (escaped) {
+            registry->report(loop.topic_, loop.group_, escaped, loop.ended_message(escaped));
+        }
+        {
+            std::lock_guard lock(loop.mutex_);
+            loop.state_ = state::idle;
+        }
+        loop.consumer_.close();
+        registry->loop_ended();
+    }
+
+    // What the error sink receives when an exception ended the loop; empty when out of memory.
+    std::string ended_message(const std::exception_ptr& escaped) const noexcept
+    {
+        try {
+            return "topic '" + topic_ + "' group '" + group_ + "': this push loop stopped on an unexpected failure (" +
+                   exception_text(escaped) + "); a batch it held under manual commit stays uncommitted";
+        } catch (...) {
+            return {};
+        }
+    }
+
+    // Pulls and handles batches until stopped, closed, or a batch is given up for good.
+    static boost::asio::awaitable<void> serve(std::shared_ptr<push_loop> self, std::shared_ptr<push_registry> registry)
     {
         push_loop& loop = *self;
         for (;;) {
@@ -209,12 +247,6 @@ private:
                 break;
             }
         }
-        {
-            std::lock_guard lock(loop.mutex_);
-            loop.state_ = state::idle;
-        }
-        loop.consumer_.close();
-        registry->loop_ended();
     }
 
     // Waits the backoff after `failed_attempts` failed deliveries; false when the loop must end
@@ -257,8 +289,9 @@ private:
                                   std::to_string(delivered.partition()) + ": a batch of " +
                                   std::to_string(delivered.size()) + " items failed " + std::to_string(attempts) +
                                   " times (max_attempts)";
-        if (!co_await dead_letters_->produce(
-                letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
+        if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
+                return back_off(tries, registry);
+            })) {
             co_return false;
         }
         boost::system::error_code committed;
@@ -293,8 +326,9 @@ private:
                                   std::to_string(record->partition) + ": the record at offset " +
                                   std::to_string(record->offset) + " does not decode";
         std::vector<dead_letter<T>> letters{dead_letters_->letter_for(*record, consumer_.last_error())};
-        if (!co_await dead_letters_->produce(
-                letters, where, registry, [this, &registry](std::size_t tries) { return back_off(tries, registry); })) {
+        if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
+                return back_off(tries, registry);
+            })) {
             co_return false;
         }
         boost::system::error_code skipped;
@@ -314,12 +348,7 @@ private:
                                 const std::exception_ptr& failure) const noexcept
     {
         try {
-            std::string last;
-            try {
-                std::rethrow_exception(failure);
-            } catch (...) {
-                last = exception_message();
-            }
+            const std::string last = exception_text(failure);
             return "topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(delivered.partition()) +
                    ": gave up on a batch of " + std::to_string(delivered.size()) +
                    " items (the group's first uncommitted ones) after " + std::to_string(failed_attempts) +
@@ -356,7 +385,7 @@ private:
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
     const std::shared_ptr<group_counters> counters_;     // the group's, for its statistics
-    std::optional<dead_letter_sender<T>> dead_letters_;  // used by the loop's coroutine only
+    std::optional<dead_letter_sender<T>> dead_letters_;  // the loop's coroutine; `abandon` from request_stop
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;
 

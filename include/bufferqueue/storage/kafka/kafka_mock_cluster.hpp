@@ -96,6 +96,11 @@ public:
     /// yet (0 once every scripted request arrived). Throws as `push_broker_responses`.
     std::size_t pending_broker_responses(std::int32_t broker_id, kafka_request request) const;
 
+    /// Makes the brokers' metadata report topic `name` with Kafka error code `error` (3
+    /// UNKNOWN_TOPIC_OR_PART: as if the topic had been deleted); 0 clears it. The topic's records
+    /// stay. Never throws beyond allocation.
+    void set_topic_error(const std::string& name, int error);
+
 private:
     struct state;
     std::unique_ptr<state> state_;  // the librdkafka handle and the mock; never null

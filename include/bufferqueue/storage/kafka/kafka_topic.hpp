@@ -59,6 +59,10 @@ struct kafka_topic_options {
 
 namespace detail {
 
+/// Threads of each Kafka topic's own pool, where its consumers' pulls and commits run (a commit
+/// blocks one of them until the brokers answer).
+inline constexpr std::size_t kafka_commit_threads = 2;
+
 inline bool is_valid_kafka_topic_name(const std::string& name) noexcept
 {
     if (name.empty() || name.size() > 249 || name == "." || name == "..") {
@@ -109,7 +113,10 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
     }
     auto consumers = std::static_pointer_cast<basic_topic<T, kafka_partition<T>>>(
         build_topic(topic_settings<T>{.name = options.name, .partition_key = options.partition_key},
-                    std::move(partitions), context.executor(), [&context] { return context.blocking_pool(); }));
+                    std::move(partitions), context.executor(),
+                    // Commits wait for a broker: on threads of the topic's own, so an outage of its
+                    // cluster never holds the threads of the queue's persistent topics.
+                    [&context] { return context.dedicated_pool(kafka_commit_threads); }));
     std::map<std::string, std::string> consumer_properties = options.properties;
     auto producer =
         kafka_producer::connect(kafka_producer_settings{.topic = options.name,
