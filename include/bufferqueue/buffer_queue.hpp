@@ -7,6 +7,7 @@
 
 #include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/detail/io_pool.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
@@ -300,10 +301,10 @@ private:
         }
         const std::size_t partitions = find<T>(topic)->partition_count();
         if (subscription.concurrency < 1 || subscription.concurrency > partitions) {
-            throw error(errc::too_many_consumers, "topic '" + topic + "' group '" + group + "': push concurrency " +
-                                                      std::to_string(subscription.concurrency) +
-                                                      " must be between 1 and the topic's " +
-                                                      std::to_string(partitions) + " partitions");
+            throw error(errc::too_many_consumers,
+                        detail::format_message("topic '{}' group '{}': push concurrency {} must be between 1 and the "
+                                               "topic's {} partitions",
+                                               topic, group, subscription.concurrency, partitions));
         }
     }
 

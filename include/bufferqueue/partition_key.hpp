@@ -1,6 +1,7 @@
 // bufferqueue: deterministic partition-key routing, identical in every process and on every run.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <cmath>
@@ -48,8 +49,7 @@ template <std::floating_point Key>
 std::uint32_t partition_for_key(Key key, std::uint32_t partitions)
 {
     if (!std::isfinite(key) || std::trunc(key) != key) {
-        throw error(errc::invalid_argument,
-                    "partition key " + std::to_string(static_cast<long double>(key)) + " is not a finite integer");
+        throw error(errc::invalid_argument, detail::format_message("partition key {} is not a finite integer", key));
     }
     // fmod is exact, so the remainder is an integer in (-partitions, partitions).
     auto remainder = static_cast<std::int64_t>(std::fmod(static_cast<long double>(key), partitions)) - 1;

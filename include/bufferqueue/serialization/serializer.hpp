@@ -5,6 +5,7 @@
 // the item type's layout or keys) compatible across restarts and upgrades.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <msgpack.hpp>
@@ -102,8 +103,9 @@ public:
                 const auto* first = reinterpret_cast<const char*>(bytes.data());
                 return nlohmann::json::parse(first, first + bytes.size()).template get<T>();
             } catch (const nlohmann::json::exception& failure) {
-                throw error(errc::corrupt_data, "json_serializer cannot decode a " + std::to_string(bytes.size()) +
-                                                    "-byte payload: " + failure.what());
+                throw error(errc::corrupt_data, detail::format_message("json_serializer cannot decode a {}-byte "
+                                                                       "payload: {}",
+                                                                       bytes.size(), failure.what()));
             }
         } else {
             // Never compiled into a program: require_json_support() has already failed the build.
@@ -192,18 +194,21 @@ public:
             const msgpack::object_handle handle =
                 msgpack::unpack(reinterpret_cast<const char*>(bytes.data()), size, consumed, nullptr, nullptr, limit);
             if (consumed != size) {
-                throw error(errc::corrupt_data, "msgpack_serializer cannot decode a " + std::to_string(size) +
-                                                    "-byte payload: the encoded object ends at byte " +
-                                                    std::to_string(consumed) + " of " + std::to_string(size));
+                throw error(errc::corrupt_data, detail::format_message("msgpack_serializer cannot decode a {}-byte "
+                                                                       "payload: the encoded object ends at byte {} "
+                                                                       "of {}",
+                                                                       size, consumed, size));
             }
             return handle.get().as<T>();
         } catch (const msgpack::unpack_error& failure) {
-            throw error(errc::corrupt_data, "msgpack_serializer cannot decode a " + std::to_string(size) +
-                                                "-byte payload: " + failure.what());
+            throw error(
+                errc::corrupt_data,
+                detail::format_message("msgpack_serializer cannot decode a {}-byte payload: {}", size, failure.what()));
         } catch (const msgpack::type_error& failure) {
-            throw error(errc::corrupt_data, "msgpack_serializer cannot decode a " + std::to_string(size) +
-                                                "-byte payload: it does not have the shape of the item type (" +
-                                                failure.what() + ")");
+            throw error(errc::corrupt_data, detail::format_message("msgpack_serializer cannot decode a {}-byte "
+                                                                   "payload: it does not have the shape of the item "
+                                                                   "type ({})",
+                                                                   size, failure.what()));
         }
     }
 
@@ -252,8 +257,9 @@ public:
     {
         std::array<std::byte, sizeof(T)> copy{};
         if (bytes.size() != copy.size()) {
-            throw error(errc::corrupt_data, "raw_serializer expected a " + std::to_string(copy.size()) +
-                                                "-byte payload, got " + std::to_string(bytes.size()) + " bytes");
+            throw error(errc::corrupt_data, detail::format_message("raw_serializer expected a {}-byte payload, got "
+                                                                   "{} bytes",
+                                                                   copy.size(), bytes.size()));
         }
         std::copy(bytes.begin(), bytes.end(), copy.begin());
         return std::bit_cast<T>(copy);

@@ -2,6 +2,7 @@
 // options with the same error and wording.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 
@@ -39,8 +40,7 @@ inline void require_topic_name(std::string_view kind, const std::string& name)
 inline void require_partition_count(std::string_view kind, const std::string& name, std::size_t partitions)
 {
     require_option(partitions >= 1 && partitions <= max_partitions, kind, name, "partitions",
-                   "must be between 1 and " + std::to_string(max_partitions) + " (got " + std::to_string(partitions) +
-                       ")");
+                   detail::format_message("must be between 1 and {} (got {})", max_partitions, partitions));
 }
 
 /// Refuses a bounded capacity of 0 and a `full_mode` that is neither `wait` nor `fail`

@@ -2,6 +2,8 @@
 
 #include "bufferqueue/error.hpp"
 
+#include <fmt/format.h>
+
 #include <array>
 #include <memory>
 #include <string_view>
@@ -53,10 +55,10 @@ void check_topic_metadata(rd_kafka_t* client, const kafka_producer_settings& set
     const rd_kafka_resp_err_t result = rd_kafka_metadata(client, 1, nullptr, &raw, timeout);
     const std::unique_ptr<const rd_kafka_metadata_t, metadata_deleter> metadata(raw);
     if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        throw error(errc::io_error, prefix + "no broker of '" + settings.bootstrap_servers +
-                                        "' answered a metadata request within connect_timeout (" +
-                                        std::to_string(settings.connect_timeout.count()) +
-                                        " ms): " + rd_kafka_err2str(result));
+        throw error(errc::io_error, fmt::format("{}no broker of '{}' answered a metadata request within "
+                                                "connect_timeout ({} ms): {}",
+                                                prefix, settings.bootstrap_servers, settings.connect_timeout.count(),
+                                                rd_kafka_err2str(result)));
     }
     for (int index = 0; index < metadata->topic_cnt; ++index) {
         const rd_kafka_metadata_topic_t& topic = metadata->topics[index];
@@ -67,14 +69,14 @@ void check_topic_metadata(rd_kafka_t* client, const kafka_producer_settings& set
             break;
         }
         if (topic.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            throw error(errc::io_error, prefix + "the cluster at '" + settings.bootstrap_servers +
-                                            "' reports an error for the topic: " + rd_kafka_err2str(topic.err));
+            throw error(errc::io_error, fmt::format("{}the cluster at '{}' reports an error for the topic: {}", prefix,
+                                                    settings.bootstrap_servers, rd_kafka_err2str(topic.err)));
         }
         if (static_cast<std::size_t>(topic.partition_cnt) != settings.partitions) {
-            throw error(errc::invalid_argument, prefix + "option 'partitions' is " +
-                                                    std::to_string(settings.partitions) +
-                                                    ", but the topic on the cluster at '" + settings.bootstrap_servers +
-                                                    "' has " + std::to_string(topic.partition_cnt) + " partitions");
+            throw error(
+                errc::invalid_argument,
+                fmt::format("{}option 'partitions' is {}, but the topic on the cluster at '{}' has {} partitions",
+                            prefix, settings.partitions, settings.bootstrap_servers, topic.partition_cnt));
         }
         return;
     }

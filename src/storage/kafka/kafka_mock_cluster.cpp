@@ -4,6 +4,8 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
 
+#include <fmt/format.h>
+
 #include <librdkafka/rdkafka.h>
 // rdkafka_mock.h must follow rdkafka.h.
 #include <librdkafka/rdkafka_mock.h>
@@ -33,8 +35,8 @@ struct kafka_mock_cluster::state {
 kafka_mock_cluster::kafka_mock_cluster(std::size_t brokers) : state_(std::make_unique<state>())
 {
     if (brokers < 1 || brokers > 1000) {
-        throw error(errc::invalid_argument, "kafka mock cluster: broker count must be between 1 and 1000 (got " +
-                                                std::to_string(brokers) + ")");
+        throw error(errc::invalid_argument,
+                    fmt::format("kafka mock cluster: broker count must be between 1 and 1000 (got {})", brokers));
     }
     std::array<char, 512> message{};
     rd_kafka_conf_t* configuration = rd_kafka_conf_new();
@@ -49,7 +51,7 @@ kafka_mock_cluster::kafka_mock_cluster(std::size_t brokers) : state_(std::make_u
     state_->cluster = rd_kafka_mock_cluster_new(state_->client, static_cast<int>(brokers));
     if (state_->cluster == nullptr) {
         throw error(errc::io_error,
-                    "kafka mock cluster: librdkafka could not start " + std::to_string(brokers) + " mock brokers");
+                    fmt::format("kafka mock cluster: librdkafka could not start {} mock brokers", brokers));
     }
     state_->brokers = brokers;
 }
@@ -63,14 +65,13 @@ void kafka_mock_cluster::create_topic(const std::string& name, std::size_t parti
         throw error(errc::invalid_argument, "kafka mock cluster: a topic name must not be empty");
     }
     if (partitions < 1 || partitions > max_partitions) {
-        throw error(errc::invalid_argument, what + "partitions must be between 1 and " +
-                                                std::to_string(max_partitions) + " (got " + std::to_string(partitions) +
-                                                ")");
+        throw error(errc::invalid_argument,
+                    fmt::format("{}partitions must be between 1 and {} (got {})", what, max_partitions, partitions));
     }
     if (replication_factor < 1 || replication_factor > state_->brokers) {
-        throw error(errc::invalid_argument, what + "replication factor must be between 1 and the broker count " +
-                                                std::to_string(state_->brokers) + " (got " +
-                                                std::to_string(replication_factor) + ")");
+        throw error(errc::invalid_argument,
+                    fmt::format("{}replication factor must be between 1 and the broker count {} (got {})", what,
+                                state_->brokers, replication_factor));
     }
     const rd_kafka_resp_err_t result = rd_kafka_mock_topic_create(
         state_->cluster, name.c_str(), static_cast<int>(partitions), static_cast<int>(replication_factor));
@@ -97,8 +98,8 @@ namespace {
 void require_broker(std::int32_t broker_id, std::size_t brokers)
 {
     if (broker_id < 1 || static_cast<std::size_t>(broker_id) > brokers) {
-        throw error(errc::invalid_argument, "kafka mock cluster: no broker " + std::to_string(broker_id) +
-                                                " (brokers are 1.." + std::to_string(brokers) + ")");
+        throw error(errc::invalid_argument,
+                    fmt::format("kafka mock cluster: no broker {} (brokers are 1..{})", broker_id, brokers));
     }
 }
 
@@ -143,9 +144,9 @@ void kafka_mock_cluster::push_broker_responses(std::int32_t broker_id, kafka_req
     require_broker(broker_id, state_->brokers);
     for (const kafka_mock_response& response : responses) {
         if (response.delay.count() < 0 || response.delay.count() > std::numeric_limits<int>::max()) {
-            throw error(errc::invalid_argument, "kafka mock cluster: a response delay must be between 0 and " +
-                                                    std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
-                                                    std::to_string(response.delay.count()) + " ms)");
+            throw error(errc::invalid_argument,
+                        fmt::format("kafka mock cluster: a response delay must be between 0 and {} ms (got {} ms)",
+                                    std::numeric_limits<int>::max(), response.delay.count()));
         }
     }
     // One entry a call: the call is variadic, and each appends to the broker's stack in order.

@@ -5,6 +5,8 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_offset_queries.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <memory>
@@ -70,7 +72,7 @@ void read_watermarks(rd_kafka_t* client, const std::string& topic, std::size_t p
         for (int each = 0; each < list->cnt; ++each) {
             const rd_kafka_topic_partition_t& entry = list->elems[each];
             if (entry.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                fail(entry.err, context, "cannot read the offsets of partition " + std::to_string(entry.partition));
+                fail(entry.err, context, fmt::format("cannot read the offsets of partition {}", entry.partition));
             }
             if (entry.partition >= 0 && static_cast<std::size_t>(entry.partition) < partitions) {
                 offsets[static_cast<std::size_t>(entry.partition)] = std::max<std::int64_t>(entry.offset, 0);
@@ -128,7 +130,7 @@ std::vector<std::int64_t> read_committed(rd_kafka_t* client, const std::string& 
             const rd_kafka_topic_partition_t& entry = listed->elems[each];
             if (entry.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
                 fail(entry.err, context,
-                     "cannot read the committed offset of partition " + std::to_string(entry.partition));
+                     fmt::format("cannot read the committed offset of partition {}", entry.partition));
             }
             if (entry.partition >= 0 && static_cast<std::size_t>(entry.partition) < partitions && entry.offset >= 0) {
                 committed[static_cast<std::size_t>(entry.partition)] = entry.offset;
@@ -231,9 +233,10 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
         if (state.assigned >= 0) {
             leave();
             throw error(errc::group_in_use,
-                        context + ": cannot remove the group: other members hold " +
-                            std::to_string(settings.partitions - static_cast<std::size_t>(state.assigned)) +
-                            " of its " + std::to_string(settings.partitions) + " partitions (close them first)");
+                        fmt::format("{}: cannot remove the group: other members hold {} of its {} partitions (close "
+                                    "them first)",
+                                    context, settings.partitions - static_cast<std::size_t>(state.assigned),
+                                    settings.partitions));
         }
         if (rd_kafka_message_t* message = rd_kafka_consumer_poll(client.get(), std::min(remaining_ms(deadline), 100));
             message != nullptr) {
@@ -242,8 +245,8 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     }
     if (state.assigned < static_cast<int>(settings.partitions)) {
         leave();
-        throw error(errc::timed_out, context + ": cannot remove the group: joining it took longer than " +
-                                         std::to_string(settings.timeout.count()) + " ms");
+        throw error(errc::timed_out, fmt::format("{}: cannot remove the group: joining it took longer than {} ms",
+                                                 context, settings.timeout.count()));
     }
     const partition_list reset = every_partition(settings.topic, settings.partitions);
     for (int each = 0; each < reset->cnt; ++each) {
@@ -257,7 +260,7 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     for (int each = 0; each < reset->cnt; ++each) {
         if (reset->elems[each].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             fail(reset->elems[each].err, context,
-                 "cannot move the committed offset of partition " + std::to_string(each) + " back");
+                 fmt::format("cannot move the committed offset of partition {} back", each));
         }
     }
     return true;

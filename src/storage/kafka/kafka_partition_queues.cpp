@@ -4,6 +4,8 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 
+#include <fmt/format.h>
+
 #include <atomic>
 
 namespace bufferqueue::detail {
@@ -135,26 +137,25 @@ void kafka_partition_queues::remember_failure(std::int32_t partition, const rd_k
     if (failures_.find(partition) != failures_.end()) {
         return;
     }
-    const std::string where =
-        "kafka topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(partition);
+    const std::string where = fmt::format("kafka topic '{}' group '{}' partition {}", topic_, group_, partition);
     if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
         if (!out_of_range_.insert(partition).second) {
             return;  // reported in this assignment already (restart_at_earliest assigns it again)
         }
         const std::string offset = message->offset >= 0
-                                       ? "the group's committed offset " + std::to_string(message->offset)
+                                       ? fmt::format("the group's committed offset {}", message->offset)
                                        : std::string("the group's start position (no committed offset)");
-        failures_.emplace(partition, failure{make_error_code(errc::offset_out_of_range),
-                                             where + ": " + offset +
-                                                 " is out of range (no record there any more, or never); nothing "
-                                                 "was reset: the partition delivers nothing until it is assigned "
-                                                 "again with another committed offset (" +
-                                                 rd_kafka_message_errstr(message) + ")"});
+        failures_.emplace(partition,
+                          failure{make_error_code(errc::offset_out_of_range),
+                                  fmt::format("{}: {} is out of range (no record there any more, or never); nothing "
+                                              "was reset: the partition delivers nothing until it is assigned again "
+                                              "with another committed offset ({})",
+                                              where, offset, rd_kafka_message_errstr(message))});
         return;
     }
-    failures_.emplace(partition,
-                      failure{kafka_error_code(message->err), where + " offset " + std::to_string(message->offset) +
-                                                                  ": " + rd_kafka_message_errstr(message)});
+    failures_.emplace(
+        partition, failure{kafka_error_code(message->err),
+                           fmt::format("{} offset {}: {}", where, message->offset, rd_kafka_message_errstr(message))});
 }
 
 // Throws the partition's remembered error (once); `lock` holds mutex_.

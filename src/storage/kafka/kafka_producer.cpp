@@ -7,6 +7,8 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_offset_queries.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/asio/posix/stream_descriptor.hpp>
 
 #include <librdkafka/rdkafka.h>
@@ -159,8 +161,8 @@ public:
             return enqueue_result::queue_full;
         }
         why.error = kafka_error_code(reason);
-        why.detail = "kafka topic '" + topic_name_ + "' partition " + std::to_string(partition) +
-                     ": librdkafka refused the record: " + rd_kafka_err2str(reason);
+        why.detail = fmt::format("kafka topic '{}' partition {}: librdkafka refused the record: {}", topic_name_,
+                                 partition, rd_kafka_err2str(reason));
         return enqueue_result::failed;
     }
 
@@ -208,9 +210,8 @@ private:
             listener.delivered(message->partition, {}, {});
         } else {
             listener.delivered(message->partition, kafka_error_code(message->err),
-                               "kafka topic '" + self.topic_name_ + "' partition " +
-                                   std::to_string(message->partition) +
-                                   ": record not delivered: " + rd_kafka_err2str(message->err));
+                               fmt::format("kafka topic '{}' partition {}: record not delivered: {}", self.topic_name_,
+                                           message->partition, rd_kafka_err2str(message->err)));
         }
         self.in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     }

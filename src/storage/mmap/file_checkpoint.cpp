@@ -7,6 +7,8 @@
 
 #include "bufferqueue/error.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -76,8 +78,7 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
         read = read_at(*file, 0, bytes);
     }
     if (size > Limit || read != size) {
-        throw error(errc::corrupt_data,
-                    std::string(what) + " file " + path + " is " + std::to_string(size) + " bytes long; " + sizes);
+        throw error(errc::corrupt_data, fmt::format("{} file {} is {} bytes long; {}", what, path, size, sizes));
     }
     return std::vector<std::byte>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(read));
 }
@@ -87,25 +88,26 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
 void write_checkpoint(const std::string& path, std::uint64_t value)
 {
     if (value > max_checkpoint_value) {
-        throw error(errc::invalid_argument, "cannot write checkpoint " + path + ": the value " + std::to_string(value) +
-                                                " is larger than the largest checkpoint value " +
-                                                std::to_string(max_checkpoint_value));
+        throw error(
+            errc::invalid_argument,
+            fmt::format("cannot write checkpoint {}: the value {} is larger than the largest checkpoint value {}", path,
+                        value, max_checkpoint_value));
     }
     write_atomically(path, encode_checkpoint(value));
 }
 
 std::optional<std::uint64_t> read_checkpoint(const std::string& path)
 {
-    const auto bytes = read_small_file<checkpoint_size>(path, "checkpoint",
-                                                        "a checkpoint is " + std::to_string(checkpoint_size) +
-                                                            " bytes (format version 2) or " +
-                                                            std::to_string(checkpoint_v1_size) + " bytes (version 1)");
+    const auto bytes = read_small_file<checkpoint_size>(
+        path, "checkpoint",
+        fmt::format("a checkpoint is {} bytes (format version 2) or {} bytes (version 1)", checkpoint_size,
+                    checkpoint_v1_size));
     if (!bytes) {
         return std::nullopt;
     }
     checkpoint_decoding decoded = decode_checkpoint(*bytes);
     if (auto* problem = std::get_if<std::string>(&decoded)) {
-        throw error(errc::corrupt_data, "checkpoint file " + path + " " + *problem);
+        throw error(errc::corrupt_data, fmt::format("checkpoint file {} {}", path, *problem));
     }
     return std::get<std::uint64_t>(decoded);
 }
@@ -113,8 +115,8 @@ std::optional<std::uint64_t> read_checkpoint(const std::string& path)
 void write_item_position(const std::string& path, log_position position)
 {
     if (position.offset > max_checkpoint_value) {
-        throw error(errc::invalid_argument, "cannot write item position " + path + ": the offset " +
-                                                std::to_string(position.offset) + " is too large");
+        throw error(errc::invalid_argument,
+                    fmt::format("cannot write item position {}: the offset {} is too large", path, position.offset));
     }
     write_atomically(path, encode_item_position(position));
 }
@@ -122,7 +124,7 @@ void write_item_position(const std::string& path, log_position position)
 std::optional<log_position> read_item_position(const std::string& path)
 {
     const auto bytes = read_small_file<item_position_size>(
-        path, "item position", "an item position is " + std::to_string(item_position_size) + " bytes");
+        path, "item position", fmt::format("an item position is {} bytes", item_position_size));
     if (!bytes) {
         return std::nullopt;
     }

@@ -2,6 +2,8 @@
 
 #include "file_system_call.hpp"
 
+#include <fmt/format.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -113,7 +115,7 @@ void truncate_file(const unique_fd& file, std::uint64_t length)
     const int failure = run_checked(file_operation::truncate, file.path(),
                                     [&] { return ::ftruncate(file.get(), static_cast<off_t>(length)); });
     if (failure != 0) {
-        throw_io_error("cannot set the size of " + file.path() + " to " + std::to_string(length) + " bytes", failure);
+        throw_io_error(fmt::format("cannot set the size of {} to {} bytes", file.path(), length), failure);
     }
 }
 
@@ -132,8 +134,7 @@ void preallocate(const unique_fd& file, std::uint64_t offset, std::uint64_t leng
     if (failure == 0) {
         return;
     }
-    const std::string what = "cannot preallocate " + std::to_string(length) + " bytes at offset " +
-                             std::to_string(offset) + " of " + file.path();
+    const std::string what = fmt::format("cannot preallocate {} bytes at offset {} of {}", length, offset, file.path());
     if (failure == ENOSPC || failure == EDQUOT) {
         throw error(errc::io_error, what + ": the disk is full (" + error_text(failure) + ")");
     }
@@ -159,9 +160,9 @@ void write_at(const unique_fd& file, std::uint64_t offset, std::span<const std::
         return 0;
     });
     if (failure != 0) {
-        throw_io_error("cannot write " + std::to_string(bytes.size()) + " bytes at offset " +
-                           std::to_string(offset + written) + " of " + file.path(),
-                       failure);
+        throw_io_error(
+            fmt::format("cannot write {} bytes at offset {} of {}", bytes.size(), offset + written, file.path()),
+            failure);
     }
 }
 
@@ -183,9 +184,8 @@ std::size_t read_at(const unique_fd& file, std::uint64_t offset, std::span<std::
         return 0;
     });
     if (failure != 0) {
-        throw_io_error("cannot read " + std::to_string(buffer.size()) + " bytes at offset " +
-                           std::to_string(offset + read) + " of " + file.path(),
-                       failure);
+        throw_io_error(
+            fmt::format("cannot read {} bytes at offset {} of {}", buffer.size(), offset + read, file.path()), failure);
     }
     return read;
 }

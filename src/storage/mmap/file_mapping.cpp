@@ -2,6 +2,8 @@
 
 #include "file_system_call.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -55,10 +57,10 @@ void mapped_region::unmap() noexcept
 void mapped_region::flush(std::size_t offset, std::size_t length) const
 {
     if (offset > size_ || length > size_ - offset) {
-        throw error(errc::invalid_argument, "cannot flush bytes [" + std::to_string(offset) + ", " +
-                                                std::to_string(offset) + " + " + std::to_string(length) + ") of the " +
-                                                std::to_string(size_) + "-byte mapping of " + path_ +
-                                                ": the range is outside the mapping");
+        throw error(errc::invalid_argument,
+                    fmt::format("cannot flush bytes [{}, {} + {}) of the {}-byte mapping of {}: the range is outside "
+                                "the mapping",
+                                offset, offset, length, size_, path_));
     }
     if (length == 0) {
         return;
@@ -68,8 +70,7 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
     const int failure =
         run_checked(file_operation::msync, path_, [&] { return ::msync(data_ + start, end - start, MS_SYNC); });
     if (failure != 0) {
-        throw_io_error("cannot msync bytes [" + std::to_string(start) + ", " + std::to_string(end) + ") of " + path_,
-                       failure);
+        throw_io_error(fmt::format("cannot msync bytes [{}, {}) of {}", start, end, path_), failure);
     }
     report_flush(file_operation::msync, path_, start, end - start);
 }
@@ -86,7 +87,7 @@ mapped_region map_file(const unique_fd& file, std::size_t length, map_access acc
         return address == MAP_FAILED ? -1 : 0;
     });
     if (failure != 0) {
-        throw_io_error("cannot map " + std::to_string(length) + " bytes of " + file.path(), failure);
+        throw_io_error(fmt::format("cannot map {} bytes of {}", length, file.path()), failure);
     }
     return mapped_region(static_cast<std::byte*>(address), length, file.path());
 }

@@ -3,6 +3,8 @@
 // for, leading and settling flushes) is in mmap_log_group_commit.cpp.
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cstring>
 #include <string>
@@ -76,10 +78,10 @@ void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock)
     const std::uint64_t size = payload_.size();
     const std::uint64_t limit = max_payload_size(record_area());
     if (size > limit) {
-        throw error(errc::invalid_argument, files_.description + ": a record of " + std::to_string(size) +
-                                                " bytes does not fit in a segment of " +
-                                                std::to_string(files_.segment_size) + " bytes (at most " +
-                                                std::to_string(limit) + " payload bytes)");
+        throw error(errc::invalid_argument,
+                    fmt::format("{}: a record of {} bytes does not fit in a segment of {} bytes (at most {} payload "
+                                "bytes)",
+                                files_.description, size, files_.segment_size, limit));
     }
     while (tail_ended_ || !fits(record_area(), tail_position_, size)) {
         if (flushing_) {

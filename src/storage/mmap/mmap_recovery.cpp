@@ -2,6 +2,8 @@
 
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <cstring>
@@ -26,8 +28,8 @@ std::unique_ptr<mmap_segment_file> open_segment(const mmap_partition_files& file
         open_file(segment->path, access == map_access::read_only ? open_mode::read_only : open_mode::read_write);
     const std::uint64_t size = file_size(segment->file);
     if (size != files.segment_size) {
-        files.corrupt(segment->path, "has " + std::to_string(size) + " bytes, but the topic's segment_size is " +
-                                         std::to_string(files.segment_size));
+        files.corrupt(segment->path,
+                      fmt::format("has {} bytes, but the topic's segment_size is {}", size, files.segment_size));
     }
     segment->region = map_file(segment->file, static_cast<std::size_t>(size), access);
     check_segment_header(segment->region.bytes(), index, files.segment_size, segment->path);
@@ -65,11 +67,11 @@ record_counts verify_vouched_range(const mmap_partition_files& files, const mmap
 {
     record_counts counts;
     const segment_position target = split_offset(producer_offset, files.segment_size);
-    const std::string vouched = ", inside the range " + vouching + " vouches for as flushed (up to offset " +
-                                std::to_string(producer_offset) + ")";
+    const std::string vouched =
+        fmt::format(", inside the range {} vouches for as flushed (up to offset {})", vouching, producer_offset);
     if (target.segment_index > last_index(state) || target.position < segment_header_size) {
-        files.corrupt(vouching, "holds offset " + std::to_string(producer_offset) +
-                                    ", ahead of the log (last segment " + std::to_string(last_index(state)) + ")");
+        files.corrupt(vouching, fmt::format("holds offset {}, ahead of the log (last segment {})", producer_offset,
+                                            last_index(state)));
     }
     for (std::uint64_t index = state.first_segment_index; index <= target.segment_index; ++index) {
         const mmap_segment_file& segment = segment_at(state, index);
@@ -77,12 +79,12 @@ record_counts verify_vouched_range(const mmap_partition_files& files, const mmap
         const scan_result scanned =
             scan_segment(segment.region.bytes(), segment_header_size, last ? target.position : files.segment_size);
         if ((!last && !scanned.segment_complete()) || (last && scanned.end_position < target.position)) {
-            files.corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
-                                            std::to_string(scanned.end_position) + vouched);
+            files.corrupt(segment.path,
+                          fmt::format("{} at byte {}{}", describe(scanned.reason), scanned.end_position, vouched));
         }
         if (last && scanned.end_position != target.position) {
-            files.corrupt(vouching, "holds offset " + std::to_string(producer_offset) +
-                                        ", which is not a record boundary of " + segment.path);
+            files.corrupt(vouching, fmt::format("holds offset {}, which is not a record boundary of {}",
+                                                producer_offset, segment.path));
         }
         count_records(counts, state, index, scanned.record_count);
     }
@@ -114,8 +116,8 @@ void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state,
             continue;
         }
         if (!last) {
-            files.corrupt(segment.path, std::string(describe(scanned.reason)) + " at byte " +
-                                            std::to_string(scanned.end_position) + ", but a later segment exists");
+            files.corrupt(segment.path, fmt::format("{} at byte {}, but a later segment exists",
+                                                    describe(scanned.reason), scanned.end_position));
         }
         // Known durable: up to `from` when it is in this segment (the scan started there).
         state.tail.flushed_position = at.position;
@@ -154,16 +156,15 @@ std::optional<std::uint64_t> read_flush_mark_file(const mmap_partition_files& fi
 log_position group_position(const mmap_partition_files& files, const mmap_recovered_state& state, std::uint64_t offset,
                             const std::string& path, std::uint64_t end)
 {
-    const std::string value = "holds offset " + std::to_string(offset);
     if (offset < state.earliest.offset) {
-        files.corrupt(path, value + ", before earliest.offset " + std::to_string(state.earliest.offset));
+        files.corrupt(path, fmt::format("holds offset {}, before earliest.offset {}", offset, state.earliest.offset));
     }
     if (offset > end) {
-        files.corrupt(path, value + ", ahead of the log (which ends at " + std::to_string(end) + ")");
+        files.corrupt(path, fmt::format("holds offset {}, ahead of the log (which ends at {})", offset, end));
     }
     const segment_position at = split_offset(offset, files.segment_size);
     if (at.position < segment_header_size) {
-        files.corrupt(path, value + ", which is not a record boundary");
+        files.corrupt(path, fmt::format("holds offset {}, which is not a record boundary", offset));
     }
     if (at.segment_index > last_index(state)) {
         return {offset, state.tail.end_items};  // the first offset of the successor step 2 creates
@@ -171,7 +172,7 @@ log_position group_position(const mmap_partition_files& files, const mmap_recove
     const mmap_segment_file& segment = segment_at(state, at.segment_index);
     const scan_result scanned = scan_segment(segment.region.bytes(), segment_header_size, at.position);
     if (scanned.end_position != at.position) {
-        files.corrupt(path, value + ", which is not a record boundary");
+        files.corrupt(path, fmt::format("holds offset {}, which is not a record boundary", offset));
     }
     return {offset, segment.first_item + scanned.record_count};
 }
@@ -247,16 +248,16 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
     if (earliest_checkpoint && *earliest_checkpoint != 0) {
         const segment_position at = split_offset(*earliest_checkpoint, files.segment_size);
         if (at.position != segment_header_size) {
-            files.corrupt(files.earliest_path(), "holds offset " + std::to_string(*earliest_checkpoint) +
-                                                     ", which is not the start of a segment");
+            files.corrupt(files.earliest_path(),
+                          fmt::format("holds offset {}, which is not the start of a segment", *earliest_checkpoint));
         }
         first_index = at.segment_index;
     }
     state.earliest.offset = first_record_offset(first_index, files.segment_size);
     if (producer_checkpoint && *producer_checkpoint < state.earliest.offset) {
-        files.corrupt(files.earliest_path(), "holds offset " + std::to_string(state.earliest.offset) +
-                                                 ", greater than offset " + std::to_string(*producer_checkpoint) +
-                                                 " in " + files.producer_path());
+        files.corrupt(files.earliest_path(),
+                      fmt::format("holds offset {}, greater than offset {} in {}", state.earliest.offset,
+                                  *producer_checkpoint, files.producer_path()));
     }
 
     // Segments below the earliest one are leftovers of an interrupted deletion, removed by step 2.
@@ -273,9 +274,9 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
     state.first_segment_index = first_index;
     for (std::size_t i = 0; i < indices.size(); ++i) {
         if (indices[i] != first_index + i) {
-            files.corrupt(files.segment_path(first_index + i), "is missing inside the retained range (segments " +
-                                                                   std::to_string(first_index) + " to " +
-                                                                   std::to_string(indices.back()) + ")");
+            files.corrupt(
+                files.segment_path(first_index + i),
+                fmt::format("is missing inside the retained range (segments {} to {})", first_index, indices.back()));
         }
         state.segments.push_back(open_segment(files, indices[i], access));
     }
@@ -297,17 +298,17 @@ std::uint64_t earliest_item_index(const mmap_partition_files& files, const mmap_
     const std::string path = files.earliest_items_path();
     const segment_position at = split_offset(stored->offset, files.segment_size);
     if (at.position != segment_header_size || at.segment_index > last_index(state)) {
-        files.corrupt(path, "holds offset " + std::to_string(stored->offset) +
-                                ", which is not the start of a retained segment");
+        files.corrupt(path,
+                      fmt::format("holds offset {}, which is not the start of a retained segment", stored->offset));
     }
     std::uint64_t before = 0;
     for (std::uint64_t index = state.first_segment_index; index < at.segment_index; ++index) {
         before += counts[static_cast<std::size_t>(index - state.first_segment_index)];
     }
     if (before > stored->items) {
-        files.corrupt(path, "holds item index " + std::to_string(stored->items) + " at offset " +
-                                std::to_string(stored->offset) + ", but " + std::to_string(before) +
-                                " retained records lie before that offset");
+        files.corrupt(path, fmt::format("holds item index {} at offset {}, but {} retained records lie before that "
+                                        "offset",
+                                        stored->items, stored->offset, before));
     }
     return stored->items - before;
 }

@@ -2,6 +2,8 @@
 
 #include "bufferqueue/error.hpp"
 
+#include <fmt/format.h>
+
 #include <string>
 
 namespace bufferqueue::detail {
@@ -9,9 +11,9 @@ namespace bufferqueue::detail {
 mmap_segment_file& mmap_segment_list::at(std::uint64_t index) const
 {
     if (index < first_index_ || index - first_index_ >= segments_.size()) {
-        throw error(errc::corrupt_data, files_.description + ": segment " + std::to_string(index) +
-                                            " is not retained (retained: " + std::to_string(first_index_) + " to " +
-                                            std::to_string(first_index_ + segments_.size()) + ")");
+        throw error(errc::corrupt_data,
+                    fmt::format("{}: segment {} is not retained (retained: {} to {})", files_.description, index,
+                                first_index_, first_index_ + segments_.size()));
     }
     return *segments_[index - first_index_];
 }

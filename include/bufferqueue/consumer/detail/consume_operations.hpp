@@ -7,6 +7,7 @@
 #include "bufferqueue/consumer/detail/dead_letter_route.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
@@ -129,8 +130,8 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
         if (consumed != errc::corrupt_data || state->unreadable(record)) {
             co_return std::tuple(consumed, std::move(delivered));
         }
-        const std::string where = "the record at offset " + std::to_string(record.offset) + " of partition " +
-                                  std::to_string(record.partition);
+        const std::string where =
+            format_message("the record at offset {} of partition {}", record.offset, record.partition);
         boost::system::error_code produced;
         std::string thrown;  // what the produce call threw (the dead-letter topic's key selector, a copy)
         try {

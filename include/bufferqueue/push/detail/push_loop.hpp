@@ -7,6 +7,7 @@
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/group_counters.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
@@ -285,10 +286,9 @@ private:
     {
         const std::string last = exception_text(failure);
         std::vector<dead_letter<T>> letters = dead_letters_->letters_for(delivered, attempts, last);
-        const std::string where = "topic '" + topic_ + "' group '" + group_ + "' partition " +
-                                  std::to_string(delivered.partition()) + ": a batch of " +
-                                  std::to_string(delivered.size()) + " items failed " + std::to_string(attempts) +
-                                  " times (max_attempts)";
+        const std::string where = format_message("topic '{}' group '{}' partition {}: a batch of {} items failed {} "
+                                                 "times (max_attempts)",
+                                                 topic_, group_, delivered.partition(), delivered.size(), attempts);
         if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
                 return back_off(tries, registry);
             })) {
@@ -322,9 +322,9 @@ private:
         if (!record) {
             co_return false;
         }
-        const std::string where = "topic '" + topic_ + "' group '" + group_ + "' partition " +
-                                  std::to_string(record->partition) + ": the record at offset " +
-                                  std::to_string(record->offset) + " does not decode";
+        const std::string where = format_message("topic '{}' group '{}' partition {}: the record at offset {} does "
+                                                 "not decode",
+                                                 topic_, group_, record->partition, record->offset);
         std::vector<dead_letter<T>> letters{dead_letters_->letter_for(*record, consumer_.last_error())};
         if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
                 return back_off(tries, registry);
@@ -348,13 +348,11 @@ private:
                                 const std::exception_ptr& failure) const noexcept
     {
         try {
-            const std::string last = exception_text(failure);
-            return "topic '" + topic_ + "' group '" + group_ + "' partition " + std::to_string(delivered.partition()) +
-                   ": gave up on a batch of " + std::to_string(delivered.size()) +
-                   " items (the group's first uncommitted ones) after " + std::to_string(failed_attempts) +
-                   " failed attempts (max_attempts); the batch stays uncommitted and this push loop stopped; "
-                   "last error: " +
-                   last;
+            return format_message("topic '{}' group '{}' partition {}: gave up on a batch of {} items (the group's "
+                                  "first uncommitted ones) after {} failed attempts (max_attempts); the batch stays "
+                                  "uncommitted and this push loop stopped; last error: {}",
+                                  topic_, group_, delivered.partition(), delivered.size(), failed_attempts,
+                                  exception_text(failure));
         } catch (...) {
             return {};
         }

@@ -6,6 +6,7 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/producer.hpp"
@@ -119,18 +120,18 @@ inline void check_retry_options(const push_subscription& subscription)
 {
     const retry_backoff& backoff = subscription.retry_backoff;
     const auto fail = [&](const std::string& what) {
-        throw error(errc::invalid_argument, "topic '" + std::string(subscription.topic) + "' group '" +
-                                                std::string(subscription.group) + "': " + what);
+        throw error(errc::invalid_argument,
+                    format_message("topic '{}' group '{}': {}", subscription.topic, subscription.group, what));
     };
     if (backoff.initial.count() < 0) {
-        fail("'retry_backoff.initial' must not be negative (is " + std::to_string(backoff.initial.count()) + " ms)");
+        fail(format_message("'retry_backoff.initial' must not be negative (is {} ms)", backoff.initial.count()));
     }
     if (backoff.maximum < backoff.initial) {
-        fail("'retry_backoff.maximum' (" + std::to_string(backoff.maximum.count()) +
-             " ms) must not be below 'retry_backoff.initial' (" + std::to_string(backoff.initial.count()) + " ms)");
+        fail(format_message("'retry_backoff.maximum' ({} ms) must not be below 'retry_backoff.initial' ({} ms)",
+                            backoff.maximum.count(), backoff.initial.count()));
     }
     if (!(backoff.multiplier >= 1.0)) {
-        fail("'retry_backoff.multiplier' must be at least 1 (is " + std::to_string(backoff.multiplier) + ")");
+        fail(format_message("'retry_backoff.multiplier' must be at least 1 (is {})", backoff.multiplier));
     }
 }
 

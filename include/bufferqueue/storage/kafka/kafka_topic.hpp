@@ -2,6 +2,7 @@
 // `make_topic` (see `buffer_queue::add_topic` and docs/kafka.md).
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
@@ -98,13 +99,13 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
     require_option(options.connect_timeout.count() >= 1 &&
                        options.connect_timeout.count() <= std::numeric_limits<int>::max(),
                    kind, options.name, "connect_timeout",
-                   "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
-                       std::to_string(options.connect_timeout.count()) + " ms)");
+                   format_message("must be between 1 ms and {} ms (got {} ms)", std::numeric_limits<int>::max(),
+                                  options.connect_timeout.count()));
     require_option(options.admin_timeout.count() >= 1 &&
                        options.admin_timeout.count() <= std::numeric_limits<int>::max(),
                    kind, options.name, "admin_timeout",
-                   "must be between 1 ms and " + std::to_string(std::numeric_limits<int>::max()) + " ms (got " +
-                       std::to_string(options.admin_timeout.count()) + " ms)");
+                   format_message("must be between 1 ms and {} ms (got {} ms)", std::numeric_limits<int>::max(),
+                                  options.admin_timeout.count()));
 
     topic_partitions<kafka_partition<T>> partitions;
     partitions.reserve(options.partitions);

@@ -2,6 +2,7 @@
 // `buffer_queue::add_topic`).
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/storage/memory/detail/memory_partition.hpp"
@@ -62,14 +63,13 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
     constexpr std::size_t max_segment_size = std::size_t{1} << 24;
     require_option(options.segment_size >= 1 && options.segment_size <= max_segment_size, kind, options.name,
                    "segment_size",
-                   "must be between 1 and " + std::to_string(max_segment_size) + " items (got " +
-                       std::to_string(options.segment_size) + ")");
+                   format_message("must be between 1 and {} items (got {})", max_segment_size, options.segment_size));
     require_bounds(kind, options.name, options.bounded_capacity, options.full_mode);
 
     constexpr std::size_t max_producer_lanes = memory_partition<T>::max_lanes;
     require_option(options.producer_lanes <= max_producer_lanes, kind, options.name, "producer_lanes",
-                   "must be 0 (automatic) or between 1 and " + std::to_string(max_producer_lanes) + " (got " +
-                       std::to_string(options.producer_lanes) + ")");
+                   format_message("must be 0 (automatic) or between 1 and {} (got {})", max_producer_lanes,
+                                  options.producer_lanes));
     constexpr std::size_t automatic_lanes = 8;
     const std::size_t lanes = options.producer_lanes != 0                         ? options.producer_lanes
                               : !options.partition_key && options.partitions >= 2 ? automatic_lanes

@@ -2,6 +2,7 @@
 // `make_topic` (see `buffer_queue::add_topic`).
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
@@ -85,8 +86,8 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
     require_partition_count(kind, options.name, options.partitions);
     require_option(!options.data_directory.empty(), kind, options.name, "data_directory", "must be set");
     require_option(is_valid_segment_size(options.segment_size), kind, options.name, "segment_size",
-                   "must be a multiple of 8 between " + std::to_string(min_segment_size) + " and 2^40 bytes (got " +
-                       std::to_string(options.segment_size) + ")");
+                   detail::format_message("must be a multiple of 8 between {} and 2^40 bytes (got {})",
+                                          min_segment_size, options.segment_size));
     require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");
     require_option(options.flush == flush_strategy::immediate || options.flush == flush_strategy::batch, kind,
                    options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
@@ -103,11 +104,11 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
         const std::string number = entry.name.substr(prefix.size());
         if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
             (number.size() > 9 || std::stoull(number) >= options.partitions)) {
-            throw error(errc::corrupt_data, "mmap topic '" + options.name + "': " + topic_folder + "/" + entry.name +
-                                                " exists, but the topic is configured with " +
-                                                std::to_string(options.partitions) +
-                                                " partitions; records there would never be read "
-                                                "(reducing the partition count is not supported)");
+            throw error(errc::corrupt_data,
+                        detail::format_message("mmap topic '{}': {}/{} exists, but the topic is configured with {} "
+                                               "partitions; records there would never be read (reducing the "
+                                               "partition count is not supported)",
+                                               options.name, topic_folder, entry.name, options.partitions));
         }
     }
 

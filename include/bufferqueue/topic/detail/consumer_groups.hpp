@@ -4,6 +4,7 @@
 
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
 #include "bufferqueue/consumer/detail/shared_consumer.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/topic/detail/group_cursors.hpp"
@@ -50,18 +51,19 @@ public:
         const std::size_t partitions = slots.size();
         if (count < 1 || count > partitions) {
             throw error(errc::too_many_consumers,
-                        "topic '" + topic + "' group '" + options.group + "': " + std::to_string(count) +
-                            " consumers requested, but the count must be between 1 and the topic's " +
-                            std::to_string(partitions) + " partitions");
+                        format_message("topic '{}' group '{}': {} consumers requested, but the count must be between "
+                                       "1 and the topic's {} partitions",
+                                       topic, options.group, count, partitions));
         }
         std::lock_guard lock(mutex_);
         if (base.topic_closed->load(std::memory_order_acquire)) {
             throw error(errc::closed, "topic '" + topic + "' is closed");
         }
         if (const auto found = groups_.find(options.group); found != groups_.end() && found->second.open != 0) {
-            throw error(errc::group_exists, "topic '" + topic + "': consumer group '" + options.group +
-                                                "' already exists and " + std::to_string(found->second.open) +
-                                                " of its consumers are open");
+            throw error(
+                errc::group_exists,
+                format_message("topic '{}': consumer group '{}' already exists and {} of its consumers are open", topic,
+                               options.group, found->second.open));
         }
         // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
         const auto release = [gate = base.gate](std::uint64_t items) {
@@ -141,9 +143,9 @@ public:
         }
         const auto found = groups_.find(group);
         if (found != groups_.end() && found->second.open != 0) {
-            throw error(errc::group_in_use, "topic '" + topic + "': cannot remove consumer group '" + group +
-                                                "': " + std::to_string(found->second.open) +
-                                                " of its consumers are still open (close them first)");
+            throw error(errc::group_in_use, format_message("topic '{}': cannot remove consumer group '{}': {} of its "
+                                                           "consumers are still open (close them first)",
+                                                           topic, group, found->second.open));
         }
         const std::uint64_t consumed = found != groups_.end() ? consumed_since_opened(found->second) : 0;
         const bool held = remove_group_cursors(topic, slots, group, [gate](std::uint64_t items) {
@@ -269,20 +271,18 @@ private:
         }
         group_state& state = found->second;
         if (consumer >= state.owners.consumers()) {
-            throw error(errc::invalid_argument, where + ": there is no consumer " + std::to_string(consumer) +
-                                                    " (the group has " + std::to_string(state.owners.consumers()) +
-                                                    ")");
+            throw error(errc::invalid_argument, format_message("{}: there is no consumer {} (the group has {})", where,
+                                                               consumer, state.owners.consumers()));
         }
         auto target = state.owners.attached(consumer);
         if (!target || target->is_closed()) {
-            throw error(errc::closed, where + ": consumer " + std::to_string(consumer) + " is closed");
+            throw error(errc::closed, format_message("{}: consumer {} is closed", where, consumer));
         }
         alive.push_back(std::move(target));
         for (const std::size_t partition : partitions) {
             if (partition >= state.owners.entries().size()) {
-                throw error(errc::invalid_argument, where + ": there is no partition " + std::to_string(partition) +
-                                                        " (the topic has " +
-                                                        std::to_string(state.owners.entries().size()) + ")");
+                throw error(errc::invalid_argument, format_message("{}: there is no partition {} (the topic has {})",
+                                                                   where, partition, state.owners.entries().size()));
             }
         }
         return state;

@@ -2,6 +2,7 @@
 // and removed - for any `storage_partition`.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <cstddef>
@@ -58,8 +59,9 @@ opened_group<Cursor> open_group_cursors(const std::string& topic, const Slots& s
     } catch (const error& failure) {
         undo_group_cursors(slots, group, opened.created_in, release);
         throw error(static_cast<errc>(failure.code().value()),
-                    "topic '" + topic + "': creating consumer group '" + group + "' failed in partition " +
-                        std::to_string(partition) + ", so it was created in no partition: " + failure.what());
+                    format_message("topic '{}': creating consumer group '{}' failed in partition {}, so it was "
+                                   "created in no partition: {}",
+                                   topic, group, partition, failure.what()));
     } catch (...) {
         undo_group_cursors(slots, group, opened.created_in, release);
         throw;
@@ -83,9 +85,9 @@ bool remove_group_cursors(const std::string& topic, const Slots& slots, const st
             }
         } catch (const error& failure) {
             throw error(static_cast<errc>(failure.code().value()),
-                        "topic '" + topic + "': removing consumer group '" + group + "' failed in partition " +
-                            std::to_string(partition) +
-                            " (earlier partitions no longer hold it; call remove_group again): " + failure.what());
+                        format_message("topic '{}': removing consumer group '{}' failed in partition {} (earlier "
+                                       "partitions no longer hold it; call remove_group again): {}",
+                                       topic, group, partition, failure.what()));
         }
     }
     return held;

@@ -4,6 +4,8 @@
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <filesystem>
 #include <optional>
@@ -86,8 +88,8 @@ std::string unexpected_in_topic(const std::string& folder, const std::string& to
         return "is a symbolic link whose target is missing or cannot be reached" + not_checked;
     }
     if (const auto partition = partition_number(entry.name); partition && leads_to_folder(folder, entry)) {
-        return "is not a partition folder of topic '" + topic + "': its name is not canonical (partition " +
-               std::to_string(*partition) + " is " + canonical_name(*partition) + ")" + not_checked;
+        return fmt::format("is not a partition folder of topic '{}': its name is not canonical (partition {} is {}){}",
+                           topic, *partition, canonical_name(*partition), not_checked);
     }
     return "is not a partition folder (partition-NNNNN) of topic '" + topic + "'" + not_checked;
 }

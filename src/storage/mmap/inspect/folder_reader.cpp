@@ -6,6 +6,8 @@
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 #include <map>
@@ -69,7 +71,7 @@ std::uint64_t discover_segment_size(const std::string& folder, const std::vector
 
 std::string describe_partition(const std::string& topic, std::size_t partition)
 {
-    return "topic '" + topic + "' partition " + std::to_string(partition);
+    return fmt::format("topic '{}' partition {}", topic, partition);
 }
 
 }  // namespace
@@ -94,9 +96,9 @@ partition_reader::partition_reader(const std::string& data_directory, const std:
 {
     const std::vector<std::size_t> partitions = list_partitions(data_directory, topic);
     if (std::find(partitions.begin(), partitions.end(), partition) == partitions.end()) {
-        throw error(errc::invalid_argument, "no partition " + std::to_string(partition) + " in topic '" + topic +
-                                                "' (it has " + std::to_string(partitions.size()) + " partition" +
-                                                (partitions.size() == 1 ? "" : "s") + ", numbered from 0)");
+        throw error(errc::invalid_argument,
+                    fmt::format("no partition {} in topic '{}' (it has {} partition{}, numbered from 0)", partition,
+                                topic, partitions.size(), partitions.size() == 1 ? "" : "s"));
     }
     const std::string folder = inspect::partition_folder(data_directory, topic, partition);
     const std::uint64_t segment_size = discover_segment_size(folder, segment_indices(folder));
@@ -158,10 +160,9 @@ void partition_reader::open_readable_segments()
         try {
             segment->file = detail::open_file(segment->path, detail::open_mode::read_only);
             if (const std::uint64_t size = detail::file_size(segment->file); size != files_.segment_size) {
-                summary_.unreadable.push_back({.path = segment->path,
-                                               .reason = "has " + std::to_string(size) +
-                                                         " bytes, but the segment size is " +
-                                                         std::to_string(files_.segment_size)});
+                summary_.unreadable.push_back(
+                    {.path = segment->path,
+                     .reason = fmt::format("has {} bytes, but the segment size is {}", size, files_.segment_size)});
                 continue;
             }
             segment->region = detail::map_file(segment->file, files_.segment_size, detail::map_access::read_only);
@@ -185,9 +186,9 @@ std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
         throw error(errc::corrupt_data, files_.description + " is damaged: " + summary_.problem.value_or(""));
     }
     if (item < summary_.earliest || item > summary_.end) {
-        throw error(errc::invalid_argument, files_.description + ": offset " + std::to_string(item) +
-                                                " is outside the valid range " + std::to_string(summary_.earliest) +
-                                                " to " + std::to_string(summary_.end) + " (earliest to log end)");
+        throw error(errc::invalid_argument,
+                    fmt::format("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
+                                files_.description, item, summary_.earliest, summary_.end));
     }
     if (item == summary_.end) {
         return summary_.end_log_offset;
@@ -202,8 +203,8 @@ std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
     for (std::uint64_t skip = item - segment.first_item; skip > 0; --skip) {
         const auto record = detail::read_record(segment.region.bytes(), position);
         if (!record) {
-            throw error(errc::corrupt_data, files_.description + ": record " + std::to_string(item) +
-                                                " cannot be found in " + segment.path);
+            throw error(errc::corrupt_data,
+                        fmt::format("{}: record {} cannot be found in {}", files_.description, item, segment.path));
         }
         position = record->next_position;
     }
@@ -215,9 +216,9 @@ void partition_reader::read_records(std::uint64_t from, std::uint64_t count,
 {
     const bool recovered = segments_->state.has_value();
     if (recovered && (from < summary_.earliest || from > summary_.end)) {
-        throw error(errc::invalid_argument, files_.description + ": offset " + std::to_string(from) +
-                                                " is outside the valid range " + std::to_string(summary_.earliest) +
-                                                " to " + std::to_string(summary_.end) + " (earliest to log end)");
+        throw error(errc::invalid_argument,
+                    fmt::format("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
+                                files_.description, from, summary_.earliest, summary_.end));
     }
     const auto& list = segments_->list;
     std::uint64_t item = recovered ? summary_.earliest : 0;

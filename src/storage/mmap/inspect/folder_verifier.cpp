@@ -6,6 +6,8 @@
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <array>
 
@@ -146,8 +148,7 @@ private:
         const std::uint64_t size = detail::file_size(file);
         if (size != files_.segment_size) {
             problem(path, std::nullopt,
-                    "has " + std::to_string(size) + " bytes, but the segment size is " +
-                        std::to_string(files_.segment_size));
+                    fmt::format("has {} bytes, but the segment size is {}", size, files_.segment_size));
             return;
         }
         const detail::mapped_region region = detail::map_file(file, size, detail::map_access::read_only);
@@ -166,9 +167,9 @@ private:
             problem(path, scanned.end_position, at + ", but a later segment exists");
         } else if (recovered && reader_.summary().tail_bytes > 0) {
             note(path, scanned.end_position,
-                 std::to_string(reader_.summary().tail_bytes) +
-                     " bytes after the last complete record: a tail being written, or torn by a crash "
-                     "(past what was flushed; the next open cuts it off)");
+                 fmt::format("{} bytes after the last complete record: a tail being written, or torn by a crash "
+                             "(past what was flushed; the next open cuts it off)",
+                             reader_.summary().tail_bytes));
         } else if (!recovered && scanned.reason != detail::scan_stop::zero_header) {
             problem(path, scanned.end_position, at);
         }

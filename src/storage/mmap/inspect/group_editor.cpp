@@ -6,6 +6,8 @@
 #include "bufferqueue/storage/mmap/detail/mmap_group_folder.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <optional>
 
@@ -45,10 +47,9 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
                                                               : offset;
             if (change.target < summary.earliest || change.target > summary.end) {
                 throw error(errc::invalid_argument,
-                            "topic '" + topic + "' group '" + group + "' partition " + std::to_string(partition) +
-                                ": offset " + std::to_string(change.target) + " is outside the valid range " +
-                                std::to_string(summary.earliest) + " to " + std::to_string(summary.end) +
-                                " (earliest to log end, in records)");
+                            fmt::format("topic '{}' group '{}' partition {}: offset {} is outside the valid range {} "
+                                        "to {} (earliest to log end, in records)",
+                                        topic, group, partition, change.target, summary.earliest, summary.end));
             }
             change.target_log_offset = reader.log_offset_of(change.target);
         }

@@ -2,6 +2,7 @@
 // read, decoded and held until committed (see docs/kafka.md "Pull consumers").
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_group_member.hpp"
@@ -193,10 +194,10 @@ public:
                         break;
                     }
                     reader.undecodable_ = true;
-                    throw error(errc::corrupt_data, "kafka topic '" + topic_ + "' partition " +
-                                                        std::to_string(partition_) + " offset " +
-                                                        std::to_string(record.offset) +
-                                                        ": the record does not decode: " + exception_message());
+                    throw error(
+                        errc::corrupt_data,
+                        format_message("kafka topic '{}' partition {} offset {}: the record does not decode: {}",
+                                       topic_, partition_, record.offset, exception_message()));
                 }
                 reader.undecodable_ = false;
                 reader.offsets_.push_back(static_cast<std::uint64_t>(record.offset));
@@ -222,16 +223,16 @@ public:
         std::uint64_t generation = 0;
         const std::shared_ptr<kafka_group_member> member = reader.owner(generation);
         if (member == nullptr || member->assignment_of(partition_) != reader.read_assignment_) {
-            throw error(errc::partition_revoked, "kafka topic '" + topic_ + "' partition " +
-                                                     std::to_string(partition_) +
-                                                     ": the group gave the partition to another member");
+            throw error(errc::partition_revoked,
+                        format_message("kafka topic '{}' partition {}: the group gave the partition to another member",
+                                       topic_, partition_));
         }
         const boost::system::error_code result =
             member->commit_and_wait(partition_, static_cast<std::int64_t>(next_offset));
         if (result) {
             throw error(static_cast<errc>(result.value()),
-                        "kafka topic '" + topic_ + "' partition " + std::to_string(partition_) + ": commit of offset " +
-                            std::to_string(next_offset) + " failed: " + result.message());
+                        format_message("kafka topic '{}' partition {}: commit of offset {} failed: {}", topic_,
+                                       partition_, next_offset, result.message()));
         }
         raise(reader.committed_, next_offset);
         if (reader.floor_member_.lock() != member) {

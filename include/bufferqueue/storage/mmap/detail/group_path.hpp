@@ -14,6 +14,7 @@
 // never map to the same group.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <cstddef>
@@ -92,10 +93,11 @@ inline std::string escape_group_name(std::string_view group_name)
         }
     }
     if (escaped.size() > max_escaped_group_name_size) {
-        throw error(errc::invalid_argument, "the consumer group name \"" + escaped.substr(0, 64) +
-                                                "...\" is too long: its folder name takes " +
-                                                std::to_string(escaped.size()) + " bytes, at most " +
-                                                std::to_string(max_escaped_group_name_size) + " are allowed");
+        throw error(errc::invalid_argument,
+                    format_message("the consumer group name \"{}...\" is too long: its folder name takes {} bytes, at "
+                                   "most {} are allowed",
+                                   std::string_view(escaped).substr(0, 64), escaped.size(),
+                                   max_escaped_group_name_size));
     }
     return escaped;
 }
@@ -127,12 +129,12 @@ inline std::string unescape_group_name(std::string_view folder_name)
             continue;
         }
         if (index + 2 >= folder_name.size()) {
-            throw reject("the escape at byte " + std::to_string(index) + " is truncated");
+            throw reject(format_message("the escape at byte {} is truncated", index));
         }
         const int high = internal::hex_value(folder_name[index + 1]);
         const int low = internal::hex_value(folder_name[index + 2]);
         if (high < 0 || low < 0) {
-            throw reject("the escape at byte " + std::to_string(index) + " is not two hex digits");
+            throw reject(format_message("the escape at byte {} is not two hex digits", index));
         }
         name.push_back(static_cast<char>(high * 16 + low));
         index += 2;
@@ -142,8 +144,8 @@ inline std::string unescape_group_name(std::string_view folder_name)
     try {
         canonical = escape_group_name(name);
     } catch (const error&) {
-        throw reject("its group name would need a folder name longer than " +
-                     std::to_string(max_escaped_group_name_size) + " bytes");
+        throw reject(format_message("its group name would need a folder name longer than {} bytes",
+                                    max_escaped_group_name_size));
     }
     if (canonical != folder_name) {
         throw reject("it is not the canonical encoding, which is \"" + canonical + "\"");

@@ -2,6 +2,7 @@
 // which decodes published records from the mapped segments into the cursor's buffer.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
@@ -91,9 +92,9 @@ public:
                 if (!reader.decoded.empty()) {
                     break;
                 }
-                throw error(errc::corrupt_data, files_.description + ": no valid record at offset " +
-                                                    std::to_string(position) + " (byte " + std::to_string(at.position) +
-                                                    " of " + segment.path + ") inside the written log");
+                throw error(errc::corrupt_data,
+                            format_message("{}: no valid record at offset {} (byte {} of {}) inside the written log",
+                                           files_.description, position, at.position, segment.path));
             }
             try {
                 reader.decoded.push_back(serializer_.deserialize(record->payload));
@@ -108,9 +109,9 @@ public:
                 reader.undecodable_payload.assign(record->payload.begin(), record->payload.end());
                 reader.undecodable = unreadable_record{position, next, reader.undecodable_payload};
                 reader.pulled_end = log_position{next, start_items + 1};
-                throw error(errc::corrupt_data, files_.description + ": cannot decode the record at offset " +
-                                                    std::to_string(position) + " of " + segment.path + ": " +
-                                                    failure.what());
+                throw error(errc::corrupt_data,
+                            format_message("{}: cannot decode the record at offset {} of {}: {}", files_.description,
+                                           position, segment.path, failure.what()));
             }
             reader.offsets.push_back(position);
             // A batch that stops at a segment-end marker ends at the next segment's first record

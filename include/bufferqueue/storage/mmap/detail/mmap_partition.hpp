@@ -5,6 +5,7 @@
 // through mmap_retention.hpp) and mmap_recovery.hpp (opening from disk).
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_checkpoint_store.hpp"
@@ -89,7 +90,7 @@ public:
     /// The file layout and error prefix of the partition `configuration` describes.
     static mmap_partition_files partition_files(const settings& configuration)
     {
-        return {"topic '" + configuration.topic + "' partition " + std::to_string(configuration.partition),
+        return {format_message("topic '{}' partition {}", configuration.topic, configuration.partition),
                 configuration.folder, configuration.segment_size};
     }
 
