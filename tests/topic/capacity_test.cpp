@@ -5,12 +5,14 @@
 #include "catch.hpp"
 #include "test_support.hpp"
 
+#include <boost/asio/bind_executor.hpp>
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/system/system_error.hpp>
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <exception>
 #include <optional>
@@ -773,6 +775,95 @@ TEST_CASE("memory topic: cancelling the head waiting produce hands the free room
     REQUIRE(behind.code);
     CHECK_FALSE(*behind.code);
     CHECK(next_batch(consumer) == items{1, 4});
+}
+
+TEST_CASE("memory topic: a produce granted room but not yet stored keeps its place before a later produce",
+          "[memory][capacity]")
+{
+    // The waiting produce completes on an executor of its own, which has not run yet when the room
+    // comes back: its items are admitted, not stored. A produce issued after it from the same thread
+    // must not be stored ahead of it (FIFO: nobody barges).
+    bounded_topic topic(1, 3, bq::full_mode::wait);
+    auto consumer = topic.consumer("readers", 10);
+    REQUIRE(topic.try_batch({1, 2, 3}));
+
+    boost::asio::io_context elsewhere;
+    outcome first;
+    topic.producer.produce(4, boost::asio::bind_executor(elsewhere, first.handler()));
+    drain(topic.io);
+    drain(elsewhere);
+    REQUIRE_FALSE(first.code);
+
+    REQUIRE(next_batch(consumer) == items{1, 2, 3});
+    topic.commit(consumer);  // three units come back; the waiting produce is granted one of them
+    outcome second;
+    topic.producer.produce(5, second.handler());
+    CHECK_FALSE(topic.producer.try_produce(6));  // the granted produce has not stored: nobody barges
+    drain(topic.io);
+    drain(elsewhere);
+    drain(topic.io);
+    REQUIRE(first.code);
+    CHECK_FALSE(*first.code);
+    REQUIRE(second.code);
+    CHECK_FALSE(*second.code);
+    CHECK(next_batch(consumer) == items{4, 5});
+}
+
+TEST_CASE("memory topic: produces issued back to back on a full topic are stored in issue order while two threads "
+          "store them and another commits",
+          "[memory][capacity][concurrency]")
+{
+    // One thread issues every produce at once, without waiting; their completions run on a
+    // two-thread pool, so the stores of granted produces run on either thread; the consumer
+    // commits from a third. One partition and one lane: the delivered order is the stored order.
+    constexpr int count = 3000;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{.name = topic_name,
+                                                  .partitions = 1,
+                                                  .bounded_capacity = 8,
+                                                  .full_mode = bq::full_mode::wait,
+                                                  .producer_lanes = 1});
+    auto producer = queue.producer<int>(topic_name);
+    auto consumer = queue.create_pull_consumer<int>({.topic = topic_name, .group = "g", .batch_size = 5});
+    boost::asio::io_context stores;
+    std::atomic<int> completed{0};
+    std::atomic<int> failed{0};
+    for (int index = 0; index < count; ++index) {
+        producer.produce(index, boost::asio::bind_executor(stores, [&](error_code ec) {
+                             failed += ec ? 1 : 0;
+                             ++completed;
+                         }));
+    }
+    std::vector<std::thread> store_threads;
+    for (int thread = 0; thread < 2; ++thread) {
+        store_threads.emplace_back([&] { stores.run(); });
+    }
+    std::vector<int> delivered;
+    std::thread reader([&] {
+        const auto give_up = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+        while (delivered.size() < std::size_t{count} && std::chrono::steady_clock::now() < give_up) {
+            const std::optional<bq::batch<int>> batch = consumer.try_consume();
+            if (!batch) {
+                std::this_thread::yield();
+                continue;
+            }
+            delivered.insert(delivered.end(), batch->begin(), batch->end());
+            outcome committed;  // Catch2 assertions stay on the test's thread: counted here
+            consumer.commit(committed.handler());
+            while (!committed.code && std::chrono::steady_clock::now() < give_up) {
+                drain(io);
+            }
+            failed += !committed.code || *committed.code ? 1 : 0;
+        }
+    });
+    reader.join();
+    for (std::thread& each : store_threads) {
+        each.join();
+    }
+    CHECK(completed.load() == count);
+    CHECK(failed.load() == 0);
+    CHECK(delivered == bq::test::range(0, count));
 }
 
 }  // namespace capacity_test

@@ -9,12 +9,13 @@
 #include <deque>
 #include <mutex>
 #include <thread>
-#include <vector>
 
 namespace bufferqueue::detail {
 
 /// A producer waiting for room. `granted` runs once the room is reserved for it; `aborted` when
 /// the gate closes or the waiter is cancelled first. Both may run on any thread and must not block.
+/// A granted waiter calls `capacity_gate::settle()` once it has stored its items or given the room
+/// back: until then nobody else is admitted, so stores happen in the order room was granted.
 class capacity_waiter {
 public:
     explicit capacity_waiter(std::size_t requested) noexcept : requested_(requested) {}
@@ -41,8 +42,10 @@ private:
 
 /// Counts admitted items against a capacity. `try_acquire` is lock-free; waiting producers queue in
 /// FIFO order and are granted room, in order, as `release` returns it, so a large batch is not
-/// starved by small ones. Nobody takes room ahead of a queued waiter: `try_acquire` fails while
-/// one waits. Thread-safe.
+/// starved by small ones. Nobody takes room ahead of a queued waiter, nor ahead of a granted one
+/// that has not stored yet: `try_acquire` fails until every such waiter has settled, and one
+/// waiter at a time holds a grant, so items are stored in the order their room was granted (a
+/// granted waiter's store runs later, on its own executor). Thread-safe.
 ///
 /// Credits: while much room is free, a small `try_acquire` reserves `credit_chunk` items more than
 /// it needs and keeps them in a slot of the calling thread (by its producer thread number), so the
@@ -73,10 +76,12 @@ public:
         const std::size_t counted = used_.load(std::memory_order_acquire);
         return counted > held ? counted - held : 0;
     }
-    /// Producers queued for room now (statistics). Lock-free.
+    /// Producers queued for room now, counting a granted one that has not settled yet (statistics).
+    /// Lock-free.
     std::size_t waiting() const noexcept { return waiting_.load(std::memory_order_acquire); }
 
-    /// Reserves `count` items if they fit now and no waiter is queued (FIFO: no barging). Never waits.
+    /// Reserves `count` items if they fit now and no waiter is queued or granted and unsettled (FIFO:
+    /// no barging). Never waits.
     bool try_acquire(std::size_t count) noexcept
     {
         if (waiting_.load(std::memory_order_acquire) != 0) {
@@ -132,6 +137,18 @@ public:
         }
     }
 
+    /// Ends the grant a waiter received in `granted`: it has stored its items or given the room
+    /// back. Grants the next queued waiter that fits. Called once per `granted`, from any thread.
+    void settle() noexcept
+    {
+        {
+            std::lock_guard lock(mutex_);
+            grant_outstanding_ = false;
+        }
+        waiting_.fetch_sub(1, std::memory_order_seq_cst);
+        grant_waiters();
+    }
+
     /// Cancels `waiter`: marks it (a later `acquire_or_enqueue` aborts it) and, when it is queued,
     /// removes it and runs `aborted`; the waiters behind it get the room it was holding up. True
     /// when it was queued. Any thread; `aborted` runs on the calling thread.
@@ -175,7 +192,7 @@ public:
             std::lock_guard lock(mutex_);
             closed_ = true;
             aborted.swap(waiters_);
-            waiting_.store(0, std::memory_order_seq_cst);
+            waiting_.store(grant_outstanding_ ? 1 : 0, std::memory_order_seq_cst);  // it settles later
         }
         for (capacity_waiter* waiter : aborted) {
             waiter->aborted();
@@ -259,20 +276,21 @@ private:
         return true;
     }
 
+    // Grants the head waiter if it fits and no grant is outstanding. The granted waiter stays
+    // counted in `waiting_` until it settles, which grants the next one.
     void grant_waiters() noexcept
     {
-        std::vector<capacity_waiter*> granted;
+        capacity_waiter* granted = nullptr;
         {
             std::lock_guard lock(mutex_);
-            while (!waiters_.empty() && reserve_exactly(waiters_.front()->requested())) {
-                granted.push_back(waiters_.front());
-                waiters_.pop_front();
-                waiting_.fetch_sub(1, std::memory_order_seq_cst);
+            if (grant_outstanding_ || waiters_.empty() || !reserve_exactly(waiters_.front()->requested())) {
+                return;
             }
+            granted = waiters_.front();
+            waiters_.pop_front();
+            grant_outstanding_ = true;
         }
-        for (capacity_waiter* waiter : granted) {
-            waiter->granted();
-        }
+        granted->granted();
     }
 
     const std::size_t capacity_;
@@ -283,6 +301,7 @@ private:
     mutable spin_mutex mutex_;
     std::deque<capacity_waiter*> waiters_;  // guarded by mutex_
     bool closed_ = false;                   // guarded by mutex_
+    bool grant_outstanding_ = false;        // a waiter was granted and has not settled; guarded by mutex_
 };
 
 }  // namespace bufferqueue::detail

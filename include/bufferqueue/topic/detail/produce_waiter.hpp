@@ -47,20 +47,31 @@ public:
             if (!gate.acquire_or_enqueue(*this)) {
                 return;  // granted() or aborted() continues
             }
-            if (!store_slice()) {
+            if (const boost::system::error_code error = store_slice()) {
+                finish(error);
                 return;
             }
         }
     }
 
+    // Stores the granted slice on the operation's executor, then settles the grant (no other
+    // produce is admitted in between, so a later produce of this thread is stored after it).
     void granted() noexcept override
     {
         boost::asio::post(operation_->completion().executor(), [this] {
+            capacity_gate& gate = *topic_->gate_;
             if (topic_->is_closed() || cancel_requested()) {
                 // Cancelled after the room was granted: the slice is not stored; the room goes on.
                 topic_->release_capacity(requested());
+                gate.settle();
                 finish(boost::asio::error::operation_aborted);
-            } else if (store_slice()) {
+                return;
+            }
+            const boost::system::error_code error = store_slice();
+            gate.settle();
+            if (error) {
+                finish(error);
+            } else {
                 run();
             }
         });
@@ -88,8 +99,8 @@ private:
         void operator()() const noexcept { waiter->topic_->gate_->cancel(*waiter); }
     };
 
-    // Stores the admitted slice; false when the operation finished with an error instead.
-    bool store_slice()
+    // Stores the admitted slice; the error when it could not (the room not stored is given back).
+    boost::system::error_code store_slice()
     {
         const std::size_t count = requested();
         const std::uint32_t* partitions = operation_->partitions();
@@ -97,11 +108,10 @@ private:
             topic_->append_admitted(operation_->items().subspan(done_, count),
                                     partitions != nullptr ? partitions + done_ : nullptr, producer_);
         } catch (...) {
-            finish(current_exception_code(errc::invalid_argument));
-            return false;
+            return current_exception_code(errc::invalid_argument);
         }
         done_ += count;
-        return true;
+        return {};
     }
 
     // Completes and deletes the waiter. Destroying `stop_callback_` (declared last, destroyed
