@@ -185,6 +185,24 @@ std::vector<T> consumed_items(bq::pull_consumer<T>& consumer, asio::io_context& 
     return result->items;
 }
 
+/// The items of the next batch of a manual-commit `consumer` once it holds `count` items (or more):
+/// while it holds fewer, the batch is taken again, uncommitted, after `settle_time` - a batch
+/// pulled again without a commit starts at the same position and holds what arrived since
+/// (docs/consumer-model.md, "Committing"). Where everything produced is readable at once this is
+/// the first batch; Kafka's mock cluster serves one produce request's records per fetch, so there a
+/// batch can hold the first request's records alone. REQUIREs `count` items within `max_rounds`.
+template <class T>
+std::vector<T> consumed_items(bq::pull_consumer<T>& consumer, asio::io_context& io, std::size_t count)
+{
+    std::vector<T> items = consumed_items(consumer, io);
+    for (int round = 0; round < max_rounds / 100 && items.size() < count; ++round) {
+        settle(io);
+        items = consumed_items(consumer, io);
+    }
+    REQUIRE(items.size() >= count);
+    return items;
+}
+
 /// Everything each partition delivers to `consumers` through `try_consume`, committing every batch,
 /// until no consumer has anything readable: partition -> items in delivery order.
 template <class T>

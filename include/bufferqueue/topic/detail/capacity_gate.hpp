@@ -142,10 +142,12 @@ public:
     void settle() noexcept
     {
         {
+            // Both under the lock: `close()` stores the count of waiters still to settle, and a
+            // decrement after it would take one away twice (wrapping the count to SIZE_MAX).
             std::lock_guard lock(mutex_);
             grant_outstanding_ = false;
+            waiting_.fetch_sub(1, std::memory_order_seq_cst);
         }
-        waiting_.fetch_sub(1, std::memory_order_seq_cst);
         grant_waiters();
     }
 
