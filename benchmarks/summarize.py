@@ -108,6 +108,14 @@ def comparisons(results):
         shape = name.rsplit("/", 1)[1]
         groups.append((f"Batch produce into a topic just created, {shape}", name,
                        [f"user/fresh_batch_produce/moodycamel_best_enqueue_bulk/{shape}", "user/limit/memcpy_32KiB"]))
+    # Issue 28, target 4: real items moved in (benchmarks/items.cpp).
+    for name in sorted(n for n in results if n.startswith("items/produce/") and "/bufferqueue/" in n):
+        _, _, item, kind, _, threads = name.split("/")
+        title = {"struct64": "a 64-byte struct", "string100": "a ~100-byte std::string"}.get(item, item)
+        how = "single items" if kind == "single" else "each thread's chunk as one batch"
+        groups.append((f"Produce real items moved in, {title}, {how}, {threads.split(':')[1]} producer threads",
+                       name, [f"items/produce/{item}/{kind}/{peer}/{threads}" for peer in
+                              ("moodycamel_best", "mutex_deque")]))
     groups.append(("The seed's shape: 12 single-item producers, 12 awaiting consumers, 12 partitions",
                    "user/seed_shape/bufferqueue/p:12/c:12", ["user/seed_shape/moodycamel_blocking_best/p:12/c:12"]))
     groups.append(("Wake-up: produce -> suspended consumer resumes (mean of iterations; p50/p99 in counters)",

@@ -116,7 +116,7 @@ int main(int argc, char** argv)
     std::vector<std::thread> producers;
     for (int thread = 0; thread < producer_threads; ++thread) {
         producers.emplace_back([&, thread] {
-            audit.try_produce("producer " + std::to_string(thread) + " started");
+            audit.try_produce("producer " + std::to_string(thread) + " started");  // a temporary: moved in
             std::vector<order> chunk;
             // The first thread makes one order fewer: the order produced above completes the count.
             const int count = thread == 0 ? orders_per_thread - 1 : orders_per_thread;

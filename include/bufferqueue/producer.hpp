@@ -26,7 +26,11 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 
 /// Produces items of `T` into one topic. A cheap copyable handle (a shared pointer, and the stop
 /// token of `with_cancellation`); every member is thread-safe, so one producer may be shared by many
-/// threads. Items are copied into the topic; `T` must be copy-constructible.
+/// threads. Items given as lvalues or spans are copied into the topic; items given up - a `T&&`, a
+/// `std::vector<T>&&`, a range (copied or moved once into a vector the call owns) - are moved into
+/// memory topics (persistent and Kafka topics serialize them either way). An overload that returns
+/// false or completes with `queue_full` or `closed` leaves the items it was given as they were.
+/// `T` must be copy-constructible.
 ///
 /// Routing is per item: round-robin by default (advancing once per item, also inside a batch), or
 /// by the topic's `partition_key`. A batch is not assigned to one partition and gets no order
@@ -75,44 +79,52 @@ public:
         return cancellable;
     }
 
-    /// Stores `item` if there is room now; false when a bounded topic is full (in either full mode).
-    /// Never waits. Allocates only when a memory segment fills up.
-    bool try_produce(const T& item) { return try_produce(std::span<const T>(&item, 1)); }
+    /// Stores a copy of `item` if there is room now; false when a bounded topic is full (in either
+    /// full mode). Never waits. Allocates only when a memory segment fills up.
+    bool try_produce(const T& item) { return try_produce_now(std::span<const T>(&item, 1), false); }
 
-    /// Stores the whole batch if it fits now, else nothing (false). Never waits.
-    bool try_produce(std::span<const T> items)
-    {
-        // Keyless topics never touch the thread's key buffer (a thread-local with a guarded initialization).
-        const std::uint32_t* partitions = topic_->partition_key() ? route(items, reusable_partitions()) : nullptr;
-        const detail::produce_outcome outcome = topic_->produce_now(items, partitions, false);
-        if (outcome == detail::produce_outcome::closed) {
-            throw_closed();
-        }
-        return outcome == detail::produce_outcome::done;
-    }
+    /// Moves `item` into the topic if there is room now; false, and `item` untouched, when a bounded
+    /// topic is full. Never waits. Allocates only when a memory segment fills up.
+    bool try_produce(T&& item) { return try_produce_now(std::span<const T>(&item, 1), true); }
 
-    /// Copies an input range once, then behaves as the span overload.
+    /// Stores copies of the whole batch if it fits now, else nothing (false). Never waits.
+    bool try_produce(std::span<const T> items) { return try_produce_now(items, false); }
+
+    /// Moves the whole batch's items into the topic if it fits now (the vector keeps its moved-from
+    /// items); else nothing, and `items` untouched (false). Never waits.
+    bool try_produce(std::vector<T>&& items) { return try_produce_now(std::span<const T>(items), true); }
+
+    /// Copies an input range once into a vector (moving its items when the range yields rvalues,
+    /// e.g. through `std::move_iterator`), then moves them in as the vector overload does.
     template <std::ranges::input_range Range>
         requires(std::convertible_to<std::ranges::range_reference_t<Range>, T> &&
                  !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&>)
     bool try_produce(Range&& items)
     {
-        const std::vector<T> copied = materialize(std::forward<Range>(items));
-        return try_produce(std::span<const T>(copied));
+        std::vector<T> copied = materialize(std::forward<Range>(items));
+        return try_produce_now(std::span<const T>(copied), true);
     }
 
     /// Stores `item`. Wait mode: waits asynchronously for room. Fail mode: completes with
     /// `errc::queue_full` when there is no room. Signature `void(boost::system::error_code)`.
-    /// The item is copied into the operation, so the argument may be a temporary.
+    /// The item is copied into the operation (once), which moves it into storage, so the argument
+    /// may be a temporary.
     template <class CompletionToken = default_completion_token>
     auto produce(const T& item, CompletionToken&& token = default_completion_token())
     {
-        std::optional<std::uint32_t> partition;
-        if (const auto& key = topic_->partition_key()) {
-            partition = route_one(key, item);
-        }
+        std::optional<std::uint32_t> partition = route_one(item);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
             initiate_produce_one{}, token, topic_, item, partition, stop_);
+    }
+
+    /// As the `const T&` overload, but `item` is moved into the operation and then into storage:
+    /// no copy of it is made.
+    template <class CompletionToken = default_completion_token>
+    auto produce(T&& item, CompletionToken&& token = default_completion_token())
+    {
+        std::optional<std::uint32_t> partition = route_one(item);
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+            initiate_produce_one{}, token, topic_, std::move(item), partition, stop_);
     }
 
     /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
@@ -131,7 +143,8 @@ public:
     }
 
     /// Takes ownership of a vector, so a temporary batch is safe with any completion token (the span
-    /// overload would leave it dangling while the operation waits). Otherwise as the span overload.
+    /// overload would leave it dangling while the operation waits), and moves its items into
+    /// storage. Otherwise as the span overload.
     template <class CompletionToken = default_completion_token>
     auto produce(std::vector<T>&& items, CompletionToken&& token = default_completion_token())
     {
@@ -141,8 +154,8 @@ public:
             initiate_produce{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions), stop_);
     }
 
-    /// Copies any input range once (the counterpart of the seed's IEnumerable overloads), then
-    /// produces it as one batch.
+    /// Copies any input range once (the counterpart of the seed's IEnumerable overloads; a range of
+    /// rvalues is moved), then produces it as one batch, as the vector overload does.
     template <std::ranges::input_range Range, class CompletionToken = default_completion_token>
         requires(std::convertible_to<std::ranges::range_reference_t<Range>, T> &&
                  !std::convertible_to<Range, std::span<const T>> && !std::convertible_to<Range, const T&> &&
@@ -157,13 +170,27 @@ public:
     }
 
 private:
+    // The try_produce overloads: stores all of `items` now or nothing (moving them in when
+    // `movable`); throws errc::closed.
+    bool try_produce_now(std::span<const T> items, bool movable)
+    {
+        // Keyless topics never touch the thread's key buffer (a thread-local with a guarded initialization).
+        const std::uint32_t* partitions = topic_->partition_key() ? route(items, reusable_partitions()) : nullptr;
+        const detail::produce_outcome outcome = topic_->produce_now(items, partitions, false, movable);
+        if (outcome == detail::produce_outcome::closed) {
+            throw_closed();
+        }
+        return outcome == detail::produce_outcome::done;
+    }
+
     // Stores what fits of `items` now (`partitions`: each item's key partition, or null for
-    // round-robin): the produce's result, or nothing when it must wait for room instead.
+    // round-robin; `movable`: the operation owns the items): the produce's result, or nothing when
+    // it must wait for room instead.
     static std::optional<std::tuple<boost::system::error_code>>
-    store_now(detail::topic<T>& topic, std::span<const T> items, const std::uint32_t* partitions)
+    store_now(detail::topic<T>& topic, std::span<const T> items, const std::uint32_t* partitions, bool movable)
     {
         try {
-            const detail::produce_outcome outcome = topic.produce_now(items, partitions, true);
+            const detail::produce_outcome outcome = topic.produce_now(items, partitions, true, movable);
             if (outcome == detail::produce_outcome::must_wait) {
                 return std::nullopt;
             }
@@ -187,7 +214,7 @@ private:
         std::optional<std::tuple<boost::system::error_code>> attempt()
         {
             return store_now(*topic, owned.empty() ? items : std::span<const T>(owned),
-                             partitions.empty() ? nullptr : partitions.data());
+                             partitions.empty() ? nullptr : partitions.data(), !owned.empty());
         }
 
         void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
@@ -208,7 +235,7 @@ private:
 
         std::optional<std::tuple<boost::system::error_code>> attempt()
         {
-            return store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr);
+            return store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr, true);
         }
 
         void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
@@ -265,6 +292,15 @@ private:
     {
         thread_local std::vector<std::uint32_t> partitions;
         return partitions;
+    }
+
+    // The key partition of `item`, or nothing on a keyless topic (round-robin).
+    std::optional<std::uint32_t> route_one(const T& item) const
+    {
+        if (const auto& key = topic_->partition_key()) {
+            return route_one(key, item);
+        }
+        return std::nullopt;
     }
 
     std::uint32_t route_one(const key_selector<T>& key, const T& item) const

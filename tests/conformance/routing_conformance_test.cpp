@@ -69,6 +69,33 @@ TEMPLATE_LIST_TEST_CASE("conformance: round-robin routing advances one partition
     CHECK(sizes == std::vector<std::size_t>{6, 6, 6, 5});
 }
 
+TEMPLATE_LIST_TEST_CASE("conformance: items given up as rvalues are stored like copies, round-robin and in order",
+                        "[conformance][routing]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<std::string>{.name = "given", .partitions = 1});
+    auto consumer = queue.create_pull_consumer<std::string>(manual("given", "g"));
+    auto producer = queue.producer<std::string>("given");
+    // Strings past the small-string buffer: a move hands over the heap payload.
+    const auto item = [](int index) { return std::string(40, 'a') + std::to_string(index); };
+
+    std::string single = item(0);
+    REQUIRE(producer.try_produce(std::move(single)));
+    std::vector<std::string> batch{item(1), item(2)};
+    REQUIRE(producer.try_produce(std::move(batch)));
+    std::string awaited = item(3);
+    std::vector<std::string> awaited_batch{item(4), item(5)};
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        co_await producer.produce(std::move(awaited));
+        co_await producer.produce(std::move(awaited_batch));
+    });
+    CHECK(collect(consumer, io, 6) ==
+          std::map<std::size_t, std::vector<std::string>>{{0, {item(0), item(1), item(2), item(3), item(4), item(5)}}});
+}
+
 TEMPLATE_LIST_TEST_CASE("conformance: items with equal keys reach one partition and keep their input order",
                         "[conformance][routing]", conformance_backends)
 {

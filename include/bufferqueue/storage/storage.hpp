@@ -13,13 +13,16 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue {
 
 /// The items one append hands to one partition, in order: either every `stride`-th element of a
 /// contiguous input (round-robin routing) or the elements at the given `indices` (key routing).
-/// A view; it does not own the items.
+/// A view; it does not own the items. When `movable`, the producer gave the items up (an rvalue
+/// produce, or a batch the operation owns): storage that keeps `T` objects moves them in with
+/// `construct_at`; storage that serializes reads them through `operator[]` and may ignore it.
 template <class T>
 struct item_source {
     /// `producer` when the appending thread is the producing one.
@@ -33,10 +36,24 @@ struct item_source {
     /// a waiting produce that another thread completes keeps its producer's lane. Storage
     /// without producer lanes ignores it.
     std::size_t producer = calling_thread;
+    /// The items are the producer's to give up: `construct_at` moves each from its place, once.
+    /// Set only over items that are not `const` objects (the producer's own copy or its rvalues).
+    bool movable = false;
 
     const T& operator[](std::size_t position) const noexcept
     {
         return indices != nullptr ? base[indices[position]] : base[position * stride];
+    }
+
+    /// Constructs the item at `position` at `destination`: moved from the input when `movable`
+    /// (call it once per position), else copied. Throws what `T`'s constructor throws.
+    void construct_at(T* destination, std::size_t position) const
+    {
+        if (movable) {
+            std::construct_at(destination, std::move(const_cast<T&>((*this)[position])));
+        } else {
+            std::construct_at(destination, (*this)[position]);
+        }
     }
 };
 
@@ -151,7 +168,9 @@ concept group_listing_partition = requires(const Partition& partition)
 /// backend counts; the topic only hands back what `pull` returned):
 /// - `typename Partition::cursor`: a group's progress; the partition owns it, and its address stays
 ///   valid until `remove_group` or the partition's destruction.
-/// - `append(source, appended)` stores `source.count` items in order and publishes them to readers;
+/// - `append(source, appended)` stores `source.count` items in order and publishes them to readers
+///   (storage keeping `T` objects constructs them with `source.construct_at`, which moves the items
+///   of a producer that gave them up);
 ///   `appended` counts the items stored so far, so a throwing copy or a storage error reports how
 ///   much of the slice became visible. Throws `bufferqueue::error` (`errc::closed` after `close`,
 ///   `errc::io_error`, ...). The topic wakes the partition's waiting consumers after it returns.

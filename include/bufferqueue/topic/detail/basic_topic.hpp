@@ -95,7 +95,8 @@ public:
         resources_.reset();
     }
 
-    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) override
+    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait,
+                                bool movable) override
     {
         if (is_closed()) {
             return produce_outcome::closed;
@@ -110,7 +111,7 @@ public:
                 return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
             }
         }
-        append_admitted(items, partitions);
+        append_admitted(items, partitions, item_source<T>::calling_thread, movable);
         return produce_outcome::done;
     }
 
@@ -173,13 +174,13 @@ private:
     friend class produce_waiter<T, basic_topic>;
 
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
-    // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one).
-    void append_admitted(std::span<const T> items, const std::uint32_t* partitions,
-                         std::size_t producer = item_source<T>::calling_thread)
+    // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one), moving
+    // them in when `movable`.
+    void append_admitted(std::span<const T> items, const std::uint32_t* partitions, std::size_t producer, bool movable)
     {
         std::size_t stored = 0;
         try {
-            router_.route(items, partitions, stored, producer);
+            router_.route(items, partitions, stored, producer, movable);
         } catch (...) {
             release_capacity(items.size() - stored);
             throw;

@@ -106,7 +106,8 @@ private:
         const std::uint32_t* partitions = operation_->partitions();
         try {
             topic_->append_admitted(operation_->items().subspan(done_, count),
-                                    partitions != nullptr ? partitions + done_ : nullptr, producer_);
+                                    partitions != nullptr ? partitions + done_ : nullptr, producer_,
+                                    operation_->movable());
         } catch (...) {
             return current_exception_code(errc::invalid_argument);
         }

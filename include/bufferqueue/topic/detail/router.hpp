@@ -55,13 +55,15 @@ public:
     /// Stores `items` (their room, if bounded, already reserved) in the lane of the producing thread
     /// `producer` (a `producer_thread_number`; `calling_thread`: this one); `partitions` holds each
     /// item's key partition, or is null for round-robin. `stored` counts the items stored so far,
-    /// also when an append throws.
-    void route(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t producer)
+    /// also when an append throws. `movable`: the producer gave the items up, so storage may move
+    /// them in (`item_source::movable`).
+    void route(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t producer,
+               bool movable)
     {
         if (partitions != nullptr) {
-            append_by_key(items, partitions, stored, producer);
+            append_by_key(items, partitions, stored, producer, movable);
         } else {
-            append_round_robin(items, stored, producer);
+            append_round_robin(items, stored, producer, movable);
         }
     }
 
@@ -88,7 +90,7 @@ private:
     // partition itself (no read-modify-write, no division for a single item); the shared lane, and
     // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
     // running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer)
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer, bool movable)
     {
         const std::size_t partitions = slots_.size();
         const std::size_t lane = producer == item_source<T>::calling_thread
@@ -107,7 +109,8 @@ private:
             first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
         }
         if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer, movable},
+                      stored);
             return;
         }
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
@@ -118,15 +121,16 @@ private:
             const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer}, stored);
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer, movable},
+                      stored);
         }
     }
 
     void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
-                       std::size_t producer)
+                       std::size_t producer, bool movable)
     {
         if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer}, stored);
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer, movable}, stored);
             return;
         }
         // Counting sort of item indices by partition, in reusable per-thread buffers.
@@ -151,7 +155,8 @@ private:
         for (std::size_t partition = 0; partition < partition_total; ++partition) {
             const std::size_t count = starts[partition + 1] - starts[partition];
             if (count != 0) {
-                append_to(partition, item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer},
+                append_to(partition,
+                          item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer, movable},
                           stored);
             }
         }

@@ -62,8 +62,9 @@ inline boost::system::error_code produce_error(produce_outcome outcome) noexcept
     return make_error_code(errc::queue_full);
 }
 
-/// A `produce()` that waits for room; owns what it produces. Completes once. `stop` cancels the
-/// wait (see `producer::with_cancellation`).
+/// A `produce()` that waits for room. Completes once. `stop` cancels the wait (see
+/// `producer::with_cancellation`). Items it owns (`owned_items`) are moved into storage; a span it
+/// was given instead is the caller's and is copied.
 template <class T>
 class produce_operation {
 public:
@@ -77,6 +78,8 @@ public:
     }
 
     std::span<const T> items() const noexcept { return items_; }
+    /// True when the operation owns its items, so storage may move them in.
+    bool movable() const noexcept { return !owned_items_.empty(); }
     const std::uint32_t* partitions() const noexcept { return partitions_.empty() ? nullptr : partitions_.data(); }
     pending_completion<boost::system::error_code>& completion() noexcept { return *completion_; }
     const std::stop_token& stop_token() const noexcept { return stop_; }
@@ -148,8 +151,11 @@ public:
     virtual const storage_runner& runner() const noexcept = 0;
 
     /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null
-    /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`.
-    virtual produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) = 0;
+    /// for round-robin. `allow_wait` false turns `must_wait` into `no_room`. `movable`: the caller
+    /// gives the items up (they are not `const` objects), so storage may move them in; items of
+    /// an outcome other than `done` are left as they were.
+    virtual produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait,
+                                        bool movable) = 0;
     /// Waits for room (wait mode) and stores the operation's items, then completes it.
     virtual void produce_waiting(std::unique_ptr<produce_operation<T>> operation) = 0;
 

@@ -100,7 +100,9 @@ public:
         }
     }
 
-    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait) override
+    // `movable` changes nothing here: every record is encoded from the item.
+    produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait,
+                                bool /*movable*/) override
     {
         if (closed_.load(std::memory_order_acquire)) {
             return produce_outcome::closed;

@@ -112,7 +112,7 @@ struct memory_lane {
                     }
                 }
                 for (std::size_t i = 0; i < room; ++i) {
-                    std::construct_at(destination + i, source[appended]);
+                    source.construct_at(destination + i, appended);
                     ++appended;
                     ++end;
                 }
