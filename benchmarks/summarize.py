@@ -116,6 +116,9 @@ def comparisons(results):
         groups.append((f"Produce real items moved in, {title}, {how}, {threads.split(':')[1]} producer threads",
                        name, [f"items/produce/{item}/{kind}/{peer}/{threads}" for peer in
                               ("moodycamel_best", "mutex_deque")]))
+    groups.append(("Awaited single-item produce into a bounded topic kept full (capacity 256), 4 producer coroutines "
+                   "on 2 threads, beside the same at capacity 4,096",
+                   "user/bounded_wait/bufferqueue/capacity:256/p:4", ["user/bounded_wait/bufferqueue/capacity:4096/p:4"]))
     groups.append(("The seed's shape: 12 single-item producers, 12 awaiting consumers, 12 partitions",
                    "user/seed_shape/bufferqueue/p:12/c:12", ["user/seed_shape/moodycamel_blocking_best/p:12/c:12"]))
     groups.append(("Wake-up: produce -> suspended consumer resumes (mean of iterations; p50/p99 in counters)",

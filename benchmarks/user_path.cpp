@@ -14,6 +14,7 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <concurrentqueue/blockingconcurrentqueue.h>
@@ -23,6 +24,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <span>
 #include <string>
@@ -273,6 +275,69 @@ void fresh_produce_moodycamel(benchmark::State& state, std::size_t threads)
     bq::bench::set_items(state, message_count);
 }
 
+/// Awaited single-item produce into a bounded topic that stays full: 4 producer coroutines each
+/// `co_await produce(item)` their quarter of the round, one auto-commit consumer coroutine frees
+/// room batch by batch, all on one io_context run by 2 threads. At capacity 256 nearly every
+/// produce waits for room (granted one waiter at a time, in order: the cost of the order guarantee
+/// of docs/memory-storage.md); at 4,096 few do. The round ends when the consumer saw every item.
+void bounded_wait_bufferqueue(benchmark::State& state, std::size_t capacity)
+{
+    constexpr std::size_t producers = 4;
+    boost::asio::io_context io(2);
+    bq::buffer_queue queue(io.get_executor());
+    queue.add_topic(bq::memory_topic_options<int>{
+        .name = "bounded", .partitions = 4, .bounded_capacity = capacity, .full_mode = bq::full_mode::wait});
+    bq::producer<int> producer = queue.producer<int>("bounded");
+    bq::pull_consumer<int> consumer =
+        queue.create_pull_consumer<int>({.topic = "bounded", .group = "drain", .auto_commit = true, .batch_size = 256});
+    round_tally tally(message_count);
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+            for (;;) {
+                bq::batch<int> delivered = co_await consumer.consume();
+                tally.add(delivered.size());
+            }
+        },
+        boost::asio::detached);
+    auto work = boost::asio::make_work_guard(io);
+    std::vector<std::thread> threads;
+    for (int index = 0; index < 2; ++index) {
+        threads.emplace_back([&io] { io.run(); });
+    }
+    const std::vector<int>& items = messages();
+    std::atomic<bool> failed{false};
+    for (auto _ : state) {
+        tally.start();
+        for (std::size_t index = 0; index < producers; ++index) {
+            boost::asio::co_spawn(
+                io,
+                [&, index]() -> boost::asio::awaitable<void> {
+                    const auto [first, last] = bq::bench::chunk_of(index, producers);
+                    for (std::size_t i = first; i < last; ++i) {
+                        co_await producer.produce(items[i]);
+                    }
+                },
+                [&failed](std::exception_ptr error) {
+                    if (error) {
+                        failed.store(true);
+                    }
+                });
+        }
+        state.SetIterationTime(tally.wait());
+        if (failed.load() || tally.seen() != message_count) {
+            state.SkipWithError("the consumer did not see all 8,192 items");
+            break;
+        }
+    }
+    queue.close();  // ends the consumer loop
+    work.reset();
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    bq::bench::set_items(state, message_count);
+}
+
 void register_all()
 {
     const std::size_t hardware = bq::bench::hardware_threads();
@@ -297,6 +362,11 @@ void register_all()
         benchmark::RegisterBenchmark("user/seed_shape/bufferqueue/p:12/c:12", awaited_bufferqueue, 12, 12, 100, true));
     configure(benchmark::RegisterBenchmark("user/seed_shape/moodycamel_blocking_best/p:12/c:12", awaited_moodycamel, 12,
                                            12, 100, true));
+    for (std::size_t capacity : {256, 4096}) {
+        configure(benchmark::RegisterBenchmark(
+            ("user/bounded_wait/bufferqueue/capacity:" + std::to_string(capacity) + "/p:4").c_str(),
+            bounded_wait_bufferqueue, capacity));
+    }
     configure(benchmark::RegisterBenchmark("user/limit/memcpy_32KiB", bq::bench::copy_limit));
 }
 
