@@ -13,7 +13,6 @@
 #include <algorithm>
 #include <iterator>
 #include <optional>
-#include <ranges>
 #include <span>
 #include <string>
 #include <utility>
@@ -72,6 +71,14 @@ std::vector<int> read_keys(std::vector<bq::pull_consumer<counted>>& consumers)
     return keys;
 }
 
+/// An input range whose elements are rvalues: a `std::ranges::subrange` of move iterators, which
+/// clang 14 cannot compile with libstdc++ 12's ranges.
+struct moving_range {
+    std::vector<counted>* items;
+    auto begin() const { return std::make_move_iterator(items->begin()); }
+    auto end() const { return std::make_move_iterator(items->end()); }
+};
+
 /// A memory topic of `counted` with one auto-commit consumer per partition.
 struct counted_topic {
     explicit counted_topic(std::size_t partitions, std::optional<std::size_t> capacity = std::nullopt,
@@ -108,8 +115,7 @@ TEST_CASE("producer: try_produce moves an rvalue item, an rvalue vector and a ra
     REQUIRE(producer.try_produce(std::move(single)));
     REQUIRE(producer.try_produce(std::move(batch)));
     // A range of rvalues is moved into the call's vector, then moved in from there.
-    REQUIRE(producer.try_produce(
-        std::ranges::subrange(std::make_move_iterator(ranged.begin()), std::make_move_iterator(ranged.end()))));
+    REQUIRE(producer.try_produce(moving_range{&ranged}));
     CHECK(counted::copies == 0);
     std::vector<int> keys = read_keys(topic.consumers);
     std::sort(keys.begin(), keys.end());
