@@ -28,8 +28,9 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 /// token of `with_cancellation`); every member is thread-safe, so one producer may be shared by many
 /// threads. Items given as lvalues or spans are copied into the topic; items given up - a `T&&`, a
 /// `std::vector<T>&&`, a range (copied or moved once into a vector the call owns) - are moved into
-/// memory topics (persistent and Kafka topics serialize them either way). An overload that returns
-/// false or completes with `queue_full` or `closed` leaves the items it was given as they were.
+/// memory topics (persistent and Kafka topics serialize them either way). A `try_produce` that
+/// returns false leaves the items it was given as they were; a `produce` has taken its items into
+/// the operation when it returns, whatever it completes with.
 /// `T` must be copy-constructible.
 ///
 /// Routing is per item: round-robin by default (advancing once per item, also inside a batch), or
