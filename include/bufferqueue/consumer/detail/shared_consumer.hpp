@@ -1,12 +1,10 @@
-// Internal: the one pull-consumer implementation, shared by every storage backend.
+// Internal: the one pull-consumer implementation, shared by every storage backend: its operations,
+// and parking and waking a consume that found nothing. The state and the operation lifecycle are in
+// consumer_lifecycle.hpp.
 #pragma once
 
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
-#include "bufferqueue/consumer/detail/consumer_context.hpp"
-#include "bufferqueue/consumer/detail/last_error.hpp"
-#include "bufferqueue/consumer/detail/operation_flag.hpp"
-#include "bufferqueue/consumer/detail/parked_consume.hpp"
-#include "bufferqueue/consumer/detail/ring_reader.hpp"
+#include "bufferqueue/consumer/detail/consumer_lifecycle.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/process_barrier.hpp"
 #include "bufferqueue/storage/storage.hpp"
@@ -36,16 +34,22 @@ namespace bufferqueue::detail {
 /// While nobody reassigns, a scan pays one atomic load for this, and an operation's end another.
 template <class T, class Partition>
 class shared_consumer final : public consumer_base<T>,
+                              private consumer_lifecycle<T, Partition>,
                               private data_waiter,
                               public std::enable_shared_from_this<shared_consumer<T, Partition>> {
+    using lifecycle = consumer_lifecycle<T, Partition>;
+
 public:
-    using set_pointer = typename consumer_assignment<Partition>::set_pointer;
+    using typename lifecycle::set_pointer;
 
     shared_consumer(consumer_context context, const pull_consumer_options& options, set_pointer assignments)
-        : context_(std::move(context)),
-          reader_(context_, options.group, options.auto_commit, options.batch_size, std::move(assignments))
+        : lifecycle(std::move(context), options, std::move(assignments))
     {
     }
+
+    using lifecycle::assignment;
+    using lifecycle::is_closed;
+    using lifecycle::mark_counted;
 
     /// Leaves every partition signal: a wake-up dropped with its executor (the io_context destroyed
     /// before running it) leaves the consumer registered with the partitions that did not signal.
@@ -54,14 +58,6 @@ public:
     {
         unregister();
         detach();
-    }
-
-    /// Called by the topic once the consumer counts as one of its group's open consumers, before
-    /// the consumer is shared; only a counted consumer reports to its membership.
-    void mark_counted() noexcept
-    {
-        counted_ = true;
-        reader_.start_reporting();
     }
 
     consume_attempt<T> begin_consume(bool will_wait) override
@@ -167,18 +163,6 @@ public:
         return context_.runner;
     }
 
-    /// True once the consumer or its topic is closed.
-    bool is_closed() const noexcept
-    {
-        return parked_.closed() || context_.topic_closed->load(std::memory_order_acquire);
-    }
-
-    /// The latest set published for this consumer. Thread-safe.
-    set_pointer assignment() const
-    {
-        return reader_.assignment().latest();
-    }
-
     /// Makes `next` this consumer's set (see the class comment). Thread-safe; returns at once. An
     /// idle consumer adopts it here and appends the partitions it let go to `released` (the caller
     /// hands them on; `consumer_membership` is not called from inside this call); a busy one adopts
@@ -197,6 +181,19 @@ public:
 private:
     using completion_ptr = typename parked_consume<T>::completion_ptr;
     using entry = partition_assignment<Partition>;
+
+    using lifecycle::busy_;
+    using lifecycle::context_;
+    using lifecycle::last_error_;
+    using lifecycle::parked_;
+    using lifecycle::reader_;
+
+    using lifecycle::busy_error;
+    using lifecycle::detach;
+    using lifecycle::detach_if_idle;
+    using lifecycle::end_operation;
+    using lifecycle::record_outcome;
+    using lifecycle::run_operation;
 
     /// How a finished operation reaches its handler.
     enum class delivery {
@@ -315,88 +312,6 @@ private:
             completion->complete(error, std::move(delivered));
         }
     }
-
-    // Runs `operation()` (returning its code) as this consumer's operation; `errc::closed` once
-    // closed. Every outcome but `unrecorded` becomes `last_error` (none with `std::nullopt`).
-    template <class Operation>
-    boost::system::error_code run_operation(Operation operation, std::optional<errc> unrecorded)
-    {
-        if (!busy_.try_begin()) {
-            return busy_error();
-        }
-        boost::system::error_code result = errc::closed;
-        if (!is_closed()) {
-            result = operation();
-            if (unrecorded && result != *unrecorded) {
-                record_outcome(result);
-            }
-        }
-        end_operation(false);
-        return result;
-    }
-
-    // Records how the operation ended for `last_error`; with the operation still owned (busy_).
-    void record_outcome(const boost::system::error_code& error) noexcept
-    {
-        last_error_.record(error, reader_.failure_detail(), [this] {
-            return "pull consumer of topic '" + context_.topic_name + "' group '" + reader_.group() + "'";
-        });
-    }
-
-    // Ends the operation in progress. A consumer closed meanwhile detaches from its group now, unless
-    // the operation handed out a batch: that batch stays valid until the next close() or the destructor.
-    // A set published while the operation ran is adopted now, so an idle consumer lets go at once.
-    void end_operation(bool handed_out_batch) noexcept
-    {
-        busy_.end();
-        reader_.adopt_between_operations(busy_);
-        if (!handed_out_batch && parked_.closed(std::memory_order_seq_cst)) {
-            detach_if_idle();
-        }
-    }
-
-    // Why busy_ was taken when a new operation found it so: a close() that ran meanwhile holds it for
-    // a moment to detach, and then the consumer is closed, not busy.
-    errc busy_error() const noexcept
-    {
-        return is_closed() ? errc::closed : errc::operation_in_progress;
-    }
-
-    // Detaches a closed consumer unless an operation is in progress (which detaches as it ends).
-    void detach_if_idle() noexcept
-    {
-        if (!busy_.try_begin()) {
-            return;
-        }
-        detach();
-        busy_.end();
-    }
-
-    // Leaves the group for good: releases the held batch and tells the membership this consumer no
-    // longer counts as open, so the group may be opened again or removed. Once.
-    void detach() noexcept
-    {
-        if (detached_.exchange(true, std::memory_order_acq_rel)) {
-            return;
-        }
-        reader_.release_held_batch();
-        reader_.stop_reporting();
-        if (counted_ && context_.membership != nullptr) {
-            context_.membership->consumer_released(reader_.group(), context_.index);
-        }
-    }
-
-    const consumer_context context_;  // keeps the topic (and what the assignments point into) alive
-
-    // Owned by the operation in progress (busy_ hands it over between threads), except the
-    // assignment's thread-safe members.
-    ring_reader<T, Partition> reader_;
-    operation_flag busy_;
-    bool counted_ = false;               // set before the consumer is shared
-    std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
-    last_error_record last_error_;
-
-    parked_consume<T> parked_;  // thread-safe
 };
 
 }  // namespace bufferqueue::detail
