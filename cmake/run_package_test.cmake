@@ -9,12 +9,17 @@
 # kafka: find_package(bufferqueue COMPONENTS kafka) gives bufferqueue::kafka).
 #   cmake -DMODE=<add_subdirectory|fetchcontent|find_package> -DSOURCE=<checkout> -DWORK=<directory>
 #         -DGENERATOR=<generator> -DCOMPILER=<c++ compiler> [-DLAUNCHER=<ccache>] [-DBUILD_TYPE=<type>]
-#         -P run_package_test.cmake
-# The library and the consumer are built with the calling build's compiler, launcher (ccache) and type.
+#         [-DBUILD_FLAGS=<flags of that type>] -P run_package_test.cmake
+# The library and the consumer are built with the calling build's compiler and launcher (ccache), and
+# the given build type and flags (tests/CMakeLists.txt passes Debug with -O0).
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(common -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${COMPILER}" "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}"
            "-DCMAKE_BUILD_TYPE=${BUILD_TYPE}")
+if(BUILD_TYPE AND DEFINED BUILD_FLAGS)
+    string(TOUPPER "${BUILD_TYPE}" type)
+    list(APPEND common "-DCMAKE_CXX_FLAGS_${type}=${BUILD_FLAGS}")
+endif()
 
 function(run)
     execute_process(COMMAND ${ARGN} OUTPUT_VARIABLE output ERROR_VARIABLE output RESULT_VARIABLE status)

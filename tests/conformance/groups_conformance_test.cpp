@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace groups_conformance_test {
 
 using namespace conformance;

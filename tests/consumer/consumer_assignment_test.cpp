@@ -8,7 +8,7 @@
 #include <memory>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace consumer_assignment_test {
 
 namespace {

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace pull_consumer_test {
 
 namespace {

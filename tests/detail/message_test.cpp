@@ -8,7 +8,7 @@
 #include <string>
 #include <string_view>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace message_test {
 
 namespace {

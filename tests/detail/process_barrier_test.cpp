@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <thread>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace process_barrier_test {
 
 namespace {

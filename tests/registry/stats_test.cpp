@@ -18,7 +18,7 @@
 #include <thread>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace stats_test {
 
 namespace {

@@ -21,11 +21,7 @@
 #include <string>
 #include <vector>
 
-#ifndef BUFFERQUEUE_INSPECT_BINARY
-#error "tests/CMakeLists.txt defines BUFFERQUEUE_INSPECT_BINARY, the installed bufferqueue-inspect"
-#endif
-
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace inspect_tool_test {
 
 namespace {
@@ -61,7 +57,12 @@ std::string quoted(const std::string& word)
 // Runs the installed tool with `arguments`; its output goes to files in `scratch`.
 tool_result run_tool(const std::vector<std::string>& arguments)
 {
-    const fs::path binary = BUFFERQUEUE_INSPECT_BINARY;
+    const char* const configured = std::getenv("BUFFERQUEUE_INSPECT_BINARY");
+    if (configured == nullptr) {
+        FAIL("BUFFERQUEUE_INSPECT_BINARY (the installed bufferqueue-inspect) is not set: run the tests with "
+             "ctest, which sets it");
+    }
+    const fs::path binary = configured;
     if (!fs::exists(binary)) {
         FAIL("the installed " + binary.string() +
              " is missing: run the tests with ctest, whose fixture tools.install_inspect installs it");

@@ -23,7 +23,7 @@
 #include <thread>
 #include <vector>
 
-// The helpers and tests in a namespace of their own (the tests are compiled a folder at a time,
+// The helpers and tests in a namespace of their own (the test files are compiled several at a time,
 // tests/CMakeLists.txt); the replacement operators must stay global.
 namespace allocation_test {
 

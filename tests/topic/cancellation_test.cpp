@@ -19,7 +19,7 @@
 #include <optional>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace cancellation_test {
 
 namespace bq = bufferqueue;

@@ -14,7 +14,7 @@
 #include <utility>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace kafka_partition_test {
 
 namespace {

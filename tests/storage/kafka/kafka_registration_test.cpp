@@ -13,7 +13,7 @@
 #include <cstdint>
 #include <string>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace kafka_registration_test {
 
 namespace {

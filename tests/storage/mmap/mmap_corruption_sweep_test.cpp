@@ -25,7 +25,7 @@
 #include <string>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace mmap_corruption_sweep_test {
 
 namespace {

@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-// In a namespace of its own: the tests are compiled a folder at a time (tests/CMakeLists.txt).
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
 namespace segment_format_test {
 
 namespace {
