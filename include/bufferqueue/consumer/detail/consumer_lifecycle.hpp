@@ -25,7 +25,7 @@ namespace bufferqueue::detail {
 /// begin and end - one operation at a time, `errc::closed` once closed, a closed consumer detaching
 /// from its group when its last operation ends. Not thread-safe by itself: `busy_` hands the reader
 /// from one thread to the next; `parked_` and the assignment's published sets are thread-safe.
-/// Allocates nothing after construction but the `last_error` text.
+/// Allocation: `record_outcome` builds `last_error` text; `detach` calls the group's membership.
 template <class T, class Partition>
 class consumer_lifecycle {
 public:
