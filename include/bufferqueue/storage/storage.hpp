@@ -2,6 +2,7 @@
 // runs the shared consumer logic; a storage partition only stores, reads and tracks progress.
 #pragma once
 
+#include "bufferqueue/storage/append_listener.hpp"
 #include "bufferqueue/storage/partition_waker.hpp"
 
 #include <concepts>
@@ -204,6 +205,9 @@ concept group_listing_partition = requires(const Partition& partition)
 ///   records can arrive from outside (another process, a broker) calls `waker.notify()` after they
 ///   become visible to `has_data` and `pull`, so a waiting `consume()` wakes up.
 ///
+/// - `void append_acknowledged(const item_source<T>&, std::size_t& handed, append_listener&)`
+///   (`acknowledging_partition` below): appends that complete when the storage acknowledges them.
+///
 /// - `std::vector<stored_group> stored_groups() const` (`group_listing_partition` above): the
 ///   groups it holds, for the statistics.
 ///
@@ -254,6 +258,33 @@ concept skipping_partition = requires(const Partition& partition, const typename
         partition.unreadable(cursor)
     }
     noexcept->std::same_as<std::optional<unreadable_record>>;
+};
+
+/// A partition whose appends complete when the storage acknowledges them (a broker's delivery
+/// report, a replica's answer), optional. `append_acknowledged(source, handed, listener)` hands the
+/// `source.count` items to the storage, in order, and returns without waiting for the
+/// acknowledgement; `handed` counts the items taken so far, also when it throws (`bufferqueue::error`:
+/// `errc::queue_full` when the storage's own send queue is full, `errc::closed` after `close`,
+/// `errc::invalid_argument` for an item it cannot encode, ...). Every item taken is acknowledged
+/// later through `listener.acknowledged` exactly once (see `append_listener`), also when the
+/// partition closes first (with `errc::closed`); the items not taken never are. The items are valid
+/// during the call only (like `append`'s): storage that keeps them copies, moves or encodes them
+/// there. Called from many threads at once, like `append`; must not wait beyond a short lock.
+///
+/// With it, the topic completes an awaited `produce()` when the last of its items is acknowledged
+/// (with the first error an acknowledgement or a refusal reported), holding no thread meanwhile;
+/// a bounded topic still admits the items first. `try_produce()` calls the plain `append`, which
+/// for such a partition means "hand over without waiting": it throws `errc::queue_full` when the
+/// send queue is full (`try_produce` then returns false; items of its call handed to other
+/// partitions before stay handed), and failures found after it returned are the backend's to
+/// report (Kafka: `kafka_topic_options::delivery_error_sink`). Routing stays the topic's.
+template <class Partition, class T>
+concept acknowledging_partition = requires(Partition& partition, const item_source<T>& source, std::size_t& handed,
+                                           append_listener& listener)
+{
+    {
+        partition.append_acknowledged(source, handed, listener)
+        } -> std::same_as<void>;
 };
 
 /// A partition the topic can hand a `partition_waker` (see `storage_partition`).

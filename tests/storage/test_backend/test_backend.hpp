@@ -13,6 +13,7 @@
 #include "bufferqueue/topic/option_checks.hpp"
 #include "bufferqueue/topic/partitioned_topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
+#include "storage/test_backend/test_backend_acknowledger.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -29,6 +30,7 @@
 #include <string>
 #include <string_view>
 #include <thread>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -306,7 +308,61 @@ public:
     using test_backend_partition<T>::test_backend_partition;
 };
 
+/// The same partition behind a broker that acknowledges appends later (`bufferqueue::
+/// acknowledging_partition`): each append is stored at once (readable at once, in order) and its
+/// acknowledgement comes from `acknowledger`'s thread, `delay` later; an awaited produce completes
+/// then. The plain `append` (`try_produce`) hands items over the same way without a listener.
+/// Both throw `errc::queue_full` when the acknowledger's send queue is full (nothing is stored).
+template <class T>
+class test_backend_acknowledging_partition final : public test_backend_partition<T> {
+public:
+    test_backend_acknowledging_partition(std::shared_ptr<test_backend_log<T>> log, std::size_t index, std::string topic,
+                                         std::shared_ptr<test_backend_acknowledger> acknowledger)
+        : test_backend_partition<T>(std::move(log), index), topic_(std::move(topic)), index_(index),
+          acknowledger_(std::move(acknowledger))
+    {
+    }
+
+    void append(const bufferqueue::item_source<T>& source, std::size_t& appended) { take(source, appended, nullptr); }
+
+    void append_acknowledged(const bufferqueue::item_source<T>& source, std::size_t& handed,
+                             bufferqueue::append_listener& listener)
+    {
+        take(source, handed, &listener);
+    }
+
+    /// Closes the acknowledger first: the appends still waiting are answered with `errc::closed`.
+    void close() noexcept
+    {
+        acknowledger_->close();
+        test_backend_partition<T>::close();
+    }
+
+private:
+    void take(const bufferqueue::item_source<T>& source, std::size_t& taken, bufferqueue::append_listener* listener)
+    {
+        acknowledger_->reserve(topic_, index_, source.count);
+        try {
+            test_backend_partition<T>::append(source, taken);
+        } catch (...) {
+            acknowledger_->enqueue(source.count, taken, listener);
+            throw;
+        }
+        acknowledger_->enqueue(source.count, taken, listener);
+    }
+
+    const std::string topic_;
+    const std::size_t index_;
+    const std::shared_ptr<test_backend_acknowledger> acknowledger_;
+};
+
 }  // namespace bufferqueue_test_backend
+
+template <class T>
+struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_acknowledging_partition<T>> {
+    static constexpr bool blocking = false;
+    static constexpr std::string_view backend_name = "test-acknowledging";
+};
 
 template <class T>
 struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_partition<T>> {
@@ -328,6 +384,9 @@ static_assert(bufferqueue::storage_partition_statistics<test_backend_partition<i
 static_assert(!bufferqueue::storage_traits<test_backend_partition<int>>::blocking);
 static_assert(bufferqueue::storage_partition<test_backend_blocking_partition<int>, int>);
 static_assert(bufferqueue::storage_traits<test_backend_blocking_partition<int>>::blocking);
+static_assert(!bufferqueue::acknowledging_partition<test_backend_partition<int>, int>);
+static_assert(bufferqueue::storage_partition<test_backend_acknowledging_partition<int>, int>);
+static_assert(bufferqueue::acknowledging_partition<test_backend_acknowledging_partition<int>, int>);
 
 /// Registration options of a test backend topic (`queue.add_topic(test_backend_topic_options<T>{...})`).
 template <class T>
@@ -347,6 +406,9 @@ struct test_backend_topic_options {
     /// Builds the topic over `test_backend_blocking_partition`, whose calls the handles make on the
     /// queue's blocking pool.
     bool blocking = false;
+    /// When set, the topic's partitions acknowledge appends through it
+    /// (`test_backend_acknowledging_partition`; `blocking` is then ignored). One per topic.
+    std::shared_ptr<test_backend_acknowledger> acknowledger{};
 };
 
 namespace implementation {
@@ -358,7 +420,11 @@ bufferqueue::registered_topic make_test_backend_topic(test_backend_topic_options
     bufferqueue::topic_partitions<Partition> partitions;
     partitions.reserve(options.partitions);
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        partitions.emplace_back(options.log, partition);
+        if constexpr (std::is_same_v<Partition, test_backend_acknowledging_partition<T>>) {
+            partitions.emplace_back(options.log, partition, options.name, options.acknowledger);
+        } else {
+            partitions.emplace_back(options.log, partition);
+        }
     }
     return bufferqueue::make_partitioned_topic(context,
                                                bufferqueue::topic_settings<T>{
@@ -382,6 +448,10 @@ bufferqueue::registered_topic make_topic(test_backend_topic_options<T> options, 
     bufferqueue::require_topic_name(kind, options.name);
     bufferqueue::require_partition_count(kind, options.name, options.partitions);
     bufferqueue::require_bounds(kind, options.name, options.bounded_capacity, options.full_mode);
+    if (options.acknowledger) {
+        return implementation::make_test_backend_topic<test_backend_acknowledging_partition<T>>(std::move(options),
+                                                                                                context);
+    }
     if (options.blocking) {
         return implementation::make_test_backend_topic<test_backend_blocking_partition<T>>(std::move(options), context);
     }

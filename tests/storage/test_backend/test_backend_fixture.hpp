@@ -6,6 +6,7 @@
 #include "bufferqueue/buffer_queue.hpp"
 #include "storage/test_backend/test_backend.hpp"
 
+#include <memory>
 #include <string_view>
 
 namespace bufferqueue_test_backend {
@@ -29,6 +30,26 @@ struct test_backend_fixture {
                                                       .bounded_capacity = spec.bounded_capacity,
                                                       .full_mode = spec.full_mode,
                                                       .partition_key = spec.partition_key});
+    }
+};
+
+/// The test backend behind a broker that acknowledges appends later, from a thread of its own
+/// (`test_backend_acknowledger`, a new one per topic, 200 us after each append): awaited produces
+/// complete on the acknowledgement; everything else as `test_backend_fixture`.
+struct test_backend_acknowledging_fixture {
+    static constexpr std::string_view name = "test_backend_acknowledging";
+    static constexpr bool persistent = false;
+    static constexpr bool bounded = true;
+
+    template <class T, template <class> class Spec>
+    void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
+    {
+        queue.add_topic(test_backend_topic_options<T>{.name = spec.name,
+                                                      .partitions = spec.partitions,
+                                                      .bounded_capacity = spec.bounded_capacity,
+                                                      .full_mode = spec.full_mode,
+                                                      .partition_key = spec.partition_key,
+                                                      .acknowledger = std::make_shared<test_backend_acknowledger>()});
     }
 };
 

@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/detail/acknowledged_produce.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 #include "bufferqueue/topic/detail/consumer_groups.hpp"
 #include "bufferqueue/topic/detail/partition_slot.hpp"
@@ -34,7 +35,9 @@ namespace bufferqueue::detail {
 /// advances round-robin selection nor holds capacity. Admission is FIFO: while producers wait
 /// for room, nobody takes room ahead of them. A waiting produce stores its later slices in the
 /// lane, and with the round-robin position, of the thread that started it, whichever thread
-/// completes it. Thread-safe.
+/// completes it. Over partitions that acknowledge appends (`acknowledging_partition`), an awaited
+/// produce completes on the last acknowledgement of its items (`acknowledged_produce`), a bounded
+/// topic admitting them first. Thread-safe.
 template <class T, class Partition>
 class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
     static_assert(storage_partition<Partition, T>);
@@ -104,6 +107,11 @@ public:
         if (items.empty()) {
             return produce_outcome::done;
         }
+        if constexpr (acknowledging_partition<Partition, T>) {
+            if (allow_wait) {
+                return produce_outcome::must_wait;  // produce_waiting completes it on the acknowledgements
+            }
+        }
         if (gate_) {
             const bool may_wait = allow_wait && full_mode_ == full_mode::wait;
             // try_acquire fails while others wait for room, so this produce queues behind them.
@@ -111,16 +119,54 @@ public:
                 return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
             }
         }
-        append_admitted(items, partitions, item_source<T>::calling_thread, movable);
+        if constexpr (acknowledging_partition<Partition, T>) {
+            try {
+                append_admitted(items, partitions, item_source<T>::calling_thread, movable);
+            } catch (const error& failure) {
+                if (failure.code().value() != static_cast<int>(errc::queue_full)) {
+                    throw;
+                }
+                return produce_outcome::no_room;  // the storage's own send queue is full
+            }
+        } else {
+            append_admitted(items, partitions, item_source<T>::calling_thread, movable);
+        }
         return produce_outcome::done;
     }
 
     void produce_waiting(std::unique_ptr<produce_operation<T>> operation) override
     {
-        auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), std::move(operation),
-                                                          producer_thread_number());
-        waiter->watch_cancellation();
-        waiter->run();
+        if constexpr (acknowledging_partition<Partition, T>) {
+            auto* acknowledgements = new acknowledged_produce<T>(std::move(operation));  // deletes itself
+            if (gate_ && full_mode_ == full_mode::wait) {
+                auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), *acknowledgements,
+                                                                  producer_thread_number());
+                waiter->watch_cancellation();
+                waiter->run();
+                return;
+            }
+            produce_operation<T>& started = acknowledgements->operation();
+            boost::system::error_code error;
+            if (is_closed()) {
+                error = make_error_code(errc::closed);
+            } else if (gate_ &&
+                       (started.items().size() > gate_->capacity() || !gate_->try_acquire(started.items().size()))) {
+                error = make_error_code(errc::queue_full);  // full_mode::fail: refused whole, nothing handed over
+            } else {
+                try {
+                    append_admitted(started.items(), started.partitions(), item_source<T>::calling_thread,
+                                    started.movable(), acknowledgements);
+                } catch (...) {
+                    error = current_exception_code(errc::invalid_argument);
+                }
+            }
+            acknowledgements->handed_over(error);
+        } else {
+            auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), std::move(operation),
+                                                              producer_thread_number());
+            waiter->watch_cancellation();
+            waiter->run();
+        }
     }
 
     std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
@@ -175,12 +221,14 @@ private:
 
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
     // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one), moving
-    // them in when `movable`.
-    void append_admitted(std::span<const T> items, const std::uint32_t* partitions, std::size_t producer, bool movable)
+    // them in when `movable`; `acknowledgements`: the awaited produce the partitions' acknowledgements
+    // go to (`acknowledging_partition`), or null.
+    void append_admitted(std::span<const T> items, const std::uint32_t* partitions, std::size_t producer, bool movable,
+                         acknowledged_produce<T>* acknowledgements = nullptr)
     {
         std::size_t stored = 0;
         try {
-            router_.route(items, partitions, stored, producer, movable);
+            router_.route(items, partitions, stored, producer, movable, acknowledgements);
         } catch (...) {
             release_capacity(items.size() - stored);
             throw;

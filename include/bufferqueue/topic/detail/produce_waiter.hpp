@@ -4,6 +4,7 @@
 
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/topic/detail/acknowledged_produce.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
@@ -20,12 +21,23 @@ namespace bufferqueue::detail {
 /// input in capacity-sized slices, each whole, in FIFO order with other waiting producers, and
 /// stores every slice in the lane of the thread that started it (`producer_`), whichever thread
 /// runs the continuation. Cancelled by the handler's cancellation slot or the operation's stop
-/// token. Owns itself: `run()` starts it, and it deletes itself after it completes.
+/// token. Owns itself: `run()` starts it, and it deletes itself after it completes. Over partitions
+/// that acknowledge appends it hands each slice over with `append_acknowledged` instead, and when
+/// done hands the outcome to the `acknowledged_produce`, which completes the operation on the last
+/// acknowledgement (the waiter is gone by then; cancellation stops with it).
 template <class T, class Topic>
 class produce_waiter final : public capacity_waiter {
 public:
     produce_waiter(std::shared_ptr<Topic> topic, std::unique_ptr<produce_operation<T>> operation, std::size_t producer)
-        : capacity_waiter(0), topic_(std::move(topic)), operation_(std::move(operation)), producer_(producer)
+        : capacity_waiter(0), topic_(std::move(topic)), owned_(std::move(operation)), operation_(owned_.get()),
+          producer_(producer)
+    {
+    }
+
+    /// Over acknowledging partitions: `acknowledgements` owns the operation and outlives the waiter.
+    produce_waiter(std::shared_ptr<Topic> topic, acknowledged_produce<T>& acknowledgements, std::size_t producer)
+        : capacity_waiter(0), topic_(std::move(topic)), operation_(&acknowledgements.operation()),
+          acknowledgements_(&acknowledgements), producer_(producer)
     {
     }
 
@@ -107,7 +119,7 @@ private:
         try {
             topic_->append_admitted(operation_->items().subspan(done_, count),
                                     partitions != nullptr ? partitions + done_ : nullptr, producer_,
-                                    operation_->movable());
+                                    operation_->movable(), acknowledgements_);
         } catch (...) {
             return current_exception_code(errc::invalid_argument);
         }
@@ -118,14 +130,24 @@ private:
     // Completes and deletes the waiter. Destroying `stop_callback_` (declared last, destroyed
     // first) waits for a stop callback running on another thread to return; that callback only
     // unqueues and posts.
+    // Over acknowledging partitions, the cancellation is disconnected and the waiter deleted first,
+    // then the acknowledgements get the outcome (they may complete and free the operation at once).
     void finish(boost::system::error_code error)
     {
+        if (acknowledged_produce<T>* acknowledgements = acknowledgements_) {
+            operation_->completion().on_cancel([] {});
+            delete this;
+            acknowledgements->handed_over(error);
+            return;
+        }
         operation_->completion().complete(error);
         delete this;
     }
 
     std::shared_ptr<Topic> topic_;
-    std::unique_ptr<produce_operation<T>> operation_;
+    std::unique_ptr<produce_operation<T>> owned_;  // null over acknowledging partitions
+    produce_operation<T>* const operation_;        // owned_, or the acknowledgements' operation
+    acknowledged_produce<T>* const acknowledgements_ = nullptr;
     const std::size_t producer_;  // the producer_thread_number() of the thread that started it
     std::size_t done_ = 0;
     std::optional<std::stop_callback<stop_requested>> stop_callback_;

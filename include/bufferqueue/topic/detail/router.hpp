@@ -4,6 +4,7 @@
 
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/storage/storage.hpp"
+#include "bufferqueue/topic/detail/acknowledged_produce.hpp"
 #include "bufferqueue/topic/detail/partition_slot.hpp"
 
 #include <algorithm>
@@ -56,24 +57,44 @@ public:
     /// `producer` (a `producer_thread_number`; `calling_thread`: this one); `partitions` holds each
     /// item's key partition, or is null for round-robin. `stored` counts the items stored so far,
     /// also when an append throws. `movable`: the producer gave the items up, so storage may move
-    /// them in (`item_source::movable`).
+    /// them in (`item_source::movable`). `acknowledgements`, for partitions that acknowledge appends
+    /// (`acknowledging_partition`), makes each append an `append_acknowledged` reporting to it (an
+    /// awaited produce); null: the plain `append`. Items a throwing `append_acknowledged` did not take
+    /// are answered to `acknowledgements` with the error before it propagates.
     void route(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t producer,
-               bool movable)
+               bool movable, acknowledged_produce<T>* acknowledgements = nullptr)
     {
         if (partitions != nullptr) {
-            append_by_key(items, partitions, stored, producer, movable);
+            append_by_key(items, partitions, stored, producer, movable, acknowledgements);
         } else {
-            append_round_robin(items, stored, producer, movable);
+            append_round_robin(items, stored, producer, movable, acknowledgements);
         }
     }
 
 private:
-    void append_to(std::size_t partition, const item_source<T>& source, std::size_t& stored)
+    void append_to(std::size_t partition, const item_source<T>& source, std::size_t& stored,
+                   [[maybe_unused]] acknowledged_produce<T>* acknowledgements)
     {
         slot_type& slot = *slots_[partition];
         std::size_t appended = 0;
         try {
-            slot.storage.append(source, appended);
+            if constexpr (acknowledging_partition<Partition, T>) {
+                if (acknowledgements != nullptr) {
+                    acknowledgements->expect(source.count);
+                    try {
+                        slot.storage.append_acknowledged(source, appended, *acknowledgements);
+                    } catch (...) {
+                        const std::size_t taken = std::min(appended, source.count);
+                        acknowledgements->acknowledged(source.count - taken,
+                                                       current_exception_code(errc::invalid_argument));
+                        throw;
+                    }
+                } else {
+                    slot.storage.append(source, appended);
+                }
+            } else {
+                slot.storage.append(source, appended);
+            }
         } catch (...) {
             stored += appended;
             if (appended != 0) {
@@ -90,7 +111,8 @@ private:
     // partition itself (no read-modify-write, no division for a single item); the shared lane, and
     // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
     // running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer, bool movable)
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer, bool movable,
+                            acknowledged_produce<T>* acknowledgements)
     {
         const std::size_t partitions = slots_.size();
         const std::size_t lane = producer == item_source<T>::calling_thread
@@ -110,7 +132,7 @@ private:
         }
         if (items.size() == 1) {
             append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer, movable},
-                      stored);
+                      stored, acknowledgements);
             return;
         }
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
@@ -122,15 +144,16 @@ private:
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
             append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer, movable},
-                      stored);
+                      stored, acknowledgements);
         }
     }
 
     void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
-                       std::size_t producer, bool movable)
+                       std::size_t producer, bool movable, acknowledged_produce<T>* acknowledgements)
     {
         if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer, movable}, stored);
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer, movable}, stored,
+                      acknowledgements);
             return;
         }
         // Counting sort of item indices by partition, in reusable per-thread buffers.
@@ -157,7 +180,7 @@ private:
             if (count != 0) {
                 append_to(partition,
                           item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer, movable},
-                          stored);
+                          stored, acknowledgements);
             }
         }
     }
