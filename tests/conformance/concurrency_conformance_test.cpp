@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstddef>
+#include <future>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -224,7 +225,16 @@ TEMPLATE_LIST_TEST_CASE("conformance: concurrent producers and consumers on two 
     }
     coroutines.push_back(spawn(io, consume_until_closed(group_b.front(), ledger_b)));
     auto producer = queue.producer<int>("stress");
-    coroutines.push_back(spawn(io, [&producer]() -> asio::awaitable<void> {
+    // Set when the producing coroutine ends: its last produce completes once the storage has
+    // acknowledged it, which may come after its items were readable (an acknowledging backend), so
+    // the queue closes only then, as it does only after the producer threads are joined.
+    std::promise<void> coroutine_produced;
+    std::future<void> coroutine_done = coroutine_produced.get_future();
+    coroutines.push_back(spawn(io, [&producer, &coroutine_produced]() -> asio::awaitable<void> {
+        struct signal_at_end {
+            std::promise<void>& done;
+            ~signal_at_end() { done.set_value(); }
+        } at_end{coroutine_produced};
         const std::vector<int> items = items_of_source(coroutine_source);
         for (std::size_t at = 0; at < items.size(); at += 10) {
             co_await producer.produce(std::vector<int>(items.begin() + static_cast<std::ptrdiff_t>(at),
@@ -244,6 +254,7 @@ TEMPLATE_LIST_TEST_CASE("conformance: concurrent producers and consumers on two 
     for (auto& thread : producers) {
         thread.join();
     }
+    CHECK(coroutine_done.wait_for(hang_guard) == std::future_status::ready);
     const bool a_complete = ledger_a.wait_complete();
     const bool b_complete = ledger_b.wait_complete();
     queue.close();
