@@ -100,7 +100,8 @@ private:
 /// Every backend the conformance suite runs over. Add a backend's fixture here (e.g. the test backend
 /// of tests/storage/test_backend/); the filtered lists below follow.
 using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture,
-                                        bufferqueue_test_backend::test_backend_acknowledging_fixture
+                                        bufferqueue_test_backend::test_backend_acknowledging_fixture,
+                                        bufferqueue_test_backend::test_backend_membership_fixture
 #if defined(BUFFERQUEUE_TEST_CONFORMANCE_KAFKA)
                                         ,
                                         kafka_backend

@@ -252,12 +252,13 @@ TEMPLATE_LIST_TEST_CASE("conformance: a new buffer_queue over a non-persistent b
         backend.add_topic(queue, spec);
         auto consumer = queue.create_pull_consumer<int>(manual("transient", "g"));
         REQUIRE(queue.producer<int>("transient").try_produce(std::vector<int>{1, 2, 3}));
-        CHECK(try_items(consumer) == std::vector<int>{1, 2, 3});
+        CHECK(consumed_items(consumer, io, 3) == std::vector<int>{1, 2, 3});
     }
     asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
     backend.add_topic(queue, spec);
     auto consumer = queue.create_pull_consumer<int>(manual("transient", "g"));
+    await_assignment(consumer, io);
     CHECK_FALSE(consumer.try_consume().has_value());
 }
 

@@ -203,6 +203,19 @@ std::vector<T> consumed_items(bq::pull_consumer<T>& consumer, asio::io_context& 
     return items;
 }
 
+/// Waits until `consumer` owns a partition (REQUIREs it within the hang guard): at once where
+/// consumers own their share when created, later where a group protocol assigns it.
+template <class T>
+void await_assignment(bq::pull_consumer<T>& consumer, asio::io_context& io)
+{
+    // Not `run_until`: an assignment made on another thread is no work of `io`.
+    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+    while (consumer.partitions().empty() && std::chrono::steady_clock::now() < deadline) {
+        settle(io);
+    }
+    REQUIRE_FALSE(consumer.partitions().empty());
+}
+
 /// Everything each partition delivers to `consumers` through `try_consume`, committing every batch,
 /// until no consumer has anything readable: partition -> items in delivery order.
 template <class T>

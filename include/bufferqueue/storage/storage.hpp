@@ -208,6 +208,11 @@ concept group_listing_partition = requires(const Partition& partition)
 /// - `void append_acknowledged(const item_source<T>&, std::size_t& handed, append_listener&)`
 ///   (`acknowledging_partition` below): appends that complete when the storage acknowledges them.
 ///
+/// - Group membership owned outside the topic (a broker's group protocol, other processes) is not a
+///   partition's: a backend hands a `group_membership` to the whole topic
+///   (`topic_settings::membership`, storage/group_membership.hpp), which assigns and revokes
+///   partitions through the `membership_port` it is bound to.
+///
 /// - `std::vector<stored_group> stored_groups() const` (`group_listing_partition` above): the
 ///   groups it holds, for the statistics.
 ///

@@ -4,6 +4,7 @@
 
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/partition_key.hpp"
+#include "bufferqueue/storage/group_membership.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/detail/basic_topic.hpp"
 #include "bufferqueue/topic/detail/partition_slot.hpp"
@@ -40,6 +41,11 @@ struct topic_settings {
     /// Held until the topic closes and released after every partition's `close()` (for example a
     /// folder lock or a connection shared by the partitions); may be empty.
     std::shared_ptr<void> resources{};
+    /// Group membership owned outside the topic (a broker's group protocol, other processes): new
+    /// consumers start with no partitions and `membership` assigns and revokes them through the port
+    /// it is bound to once, here (storage/group_membership.hpp). Empty: the topic splits the
+    /// partitions among a group's consumers itself (contiguous shares).
+    std::shared_ptr<group_membership> membership{};
 };
 
 /// The partitions of a topic under construction, partition 0 first. Each partition is built in
@@ -107,7 +113,8 @@ std::shared_ptr<topic<T>> build_topic(topic_settings<T> settings, topic_partitio
                                                 .bounded_capacity = settings.bounded_capacity,
                                                 .full_mode = settings.full_mode,
                                                 .executor = std::move(executor),
-                                                .resources = std::move(settings.resources)};
+                                                .resources = std::move(settings.resources),
+                                                .membership = std::move(settings.membership)};
     if constexpr (storage_traits<Partition>::blocking) {
         configuration.blocking_pool = std::forward<PoolSource>(pool_source)();
     }

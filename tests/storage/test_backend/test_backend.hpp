@@ -14,6 +14,7 @@
 #include "bufferqueue/topic/partitioned_topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
 #include "storage/test_backend/test_backend_acknowledger.hpp"
+#include "storage/test_backend/test_backend_membership.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -409,6 +410,9 @@ struct test_backend_topic_options {
     /// When set, the topic's partitions acknowledge appends through it
     /// (`test_backend_acknowledging_partition`; `blocking` is then ignored). One per topic.
     std::shared_ptr<test_backend_acknowledger> acknowledger{};
+    /// When set, the topic's groups are assigned partitions by it (outside membership: consumers
+    /// start with none). One per topic, made for its partition count.
+    std::shared_ptr<test_backend_membership> membership{};
 };
 
 namespace implementation {
@@ -432,6 +436,7 @@ bufferqueue::registered_topic make_test_backend_topic(test_backend_topic_options
                                                    .partition_key = std::move(options.partition_key),
                                                    .bounded_capacity = options.bounded_capacity,
                                                    .full_mode = options.full_mode,
+                                                   .membership = options.membership,
                                                },
                                                std::move(partitions));
 }

@@ -53,4 +53,26 @@ struct test_backend_acknowledging_fixture {
     }
 };
 
+/// The test backend with group membership owned outside the topic (`test_backend_membership`, a new
+/// one per topic): consumers start with no partitions and get contiguous shares 2 ms after each
+/// join or leave, from the membership's thread, as a broker's rebalance gives them. Not immediate.
+struct test_backend_membership_fixture {
+    static constexpr std::string_view name = "test_backend_membership";
+    static constexpr bool persistent = false;
+    static constexpr bool bounded = true;
+    static constexpr bool immediate = false;
+
+    template <class T, template <class> class Spec>
+    void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
+    {
+        queue.add_topic(
+            test_backend_topic_options<T>{.name = spec.name,
+                                          .partitions = spec.partitions,
+                                          .bounded_capacity = spec.bounded_capacity,
+                                          .full_mode = spec.full_mode,
+                                          .partition_key = spec.partition_key,
+                                          .membership = std::make_shared<test_backend_membership>(spec.partitions)});
+    }
+};
+
 }  // namespace bufferqueue_test_backend

@@ -4,6 +4,7 @@
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/type_name.hpp"
+#include "bufferqueue/storage/group_membership.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/detail/acknowledged_produce.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
@@ -39,7 +40,9 @@ namespace bufferqueue::detail {
 /// produce completes on the last acknowledgement of its items (`acknowledged_produce`), a bounded
 /// topic admitting them first. Thread-safe.
 template <class T, class Partition>
-class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
+class basic_topic final : public topic<T>,
+                          public membership_target,
+                          public std::enable_shared_from_this<basic_topic<T, Partition>> {
     static_assert(storage_partition<Partition, T>);
 
 public:
@@ -57,6 +60,9 @@ public:
         std::shared_ptr<io_pool> blocking_pool{};
         /// Producer lanes: each lane has its own round-robin position (see `producer_lane`).
         std::size_t producer_lanes = 1;
+        /// Group membership owned outside the topic (see `group_membership`); null: the topic's own
+        /// contiguous split.
+        std::shared_ptr<group_membership> membership{};
     };
 
     basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
@@ -68,6 +74,12 @@ public:
     {
         if (configuration.bounded_capacity) {
             gate_.emplace(*configuration.bounded_capacity);
+        }
+        if (configuration.membership) {
+            membership_ = std::move(configuration.membership);
+            link_ = std::make_shared<membership_link>(static_cast<membership_target&>(*this));
+            groups_.use_outside_membership(*membership_);
+            membership_->bind(membership_port(link_));
         }
     }
 
@@ -87,6 +99,10 @@ public:
     {
         if (closed_.exchange(true, std::memory_order_acq_rel)) {
             return;
+        }
+        if (membership_) {
+            membership_->close();  // leaves the groups; then the port refuses
+            link_->clear();
         }
         if (gate_) {
             gate_->close();
@@ -178,11 +194,25 @@ public:
                                  .topic_closed = &closed_,
                                  .gate = gate_ ? &*gate_ : nullptr,
                                  .keep_alive = this->shared_from_this()};
-        return groups_.create(name_, slots_, options, count, context);
+        std::vector<std::shared_ptr<consumer_base<T>>> made = groups_.create(name_, slots_, options, count, context);
+        if (membership_) {
+            try {
+                membership_->consumers_created(options.group, made.size());
+            } catch (...) {
+                for (const auto& each : made) {
+                    each->close();
+                }
+                throw;
+            }
+        }
+        return made;
     }
 
     topic_stats stats() override
     {
+        if (membership_) {
+            membership_->refresh_statistics();
+        }
         return collect_topic_stats<Partition>(name_, type_name_, slots_, groups_, gate_ ? &*gate_ : nullptr);
     }
 
@@ -190,7 +220,9 @@ public:
 
     bool remove_group(const std::string& group) override
     {
-        return groups_.remove(name_, slots_, group, closed_, gate_ ? &*gate_ : nullptr);
+        const bool here = groups_.remove(name_, slots_, group, closed_, gate_ ? &*gate_ : nullptr);
+        const bool elsewhere = membership_ ? membership_->remove_group(group) : false;
+        return here || elsewhere;
     }
 
     void assign_partitions(const std::string& group, std::size_t consumer,
@@ -247,6 +279,9 @@ private:
     topic_router<T, Partition> router_;  // over slots_
     alignas(64) std::atomic<bool> closed_{false};
     consumer_groups<T, Partition> groups_;
+    // Outside membership, when the backend has it (destroyed before groups_, which the port reaches).
+    std::shared_ptr<group_membership> membership_;
+    std::shared_ptr<membership_link> link_;  // the port's way in; cleared when the topic closes
 };
 
 }  // namespace bufferqueue::detail

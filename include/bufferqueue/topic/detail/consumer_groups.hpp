@@ -7,6 +7,7 @@
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
+#include "bufferqueue/storage/group_membership.hpp"
 #include "bufferqueue/topic/detail/group_cursors.hpp"
 #include "bufferqueue/topic/detail/partition_owners.hpp"
 
@@ -39,8 +40,13 @@ public:
     using consumer_type = shared_consumer<T, Partition>;
     using entry = partition_assignment<Partition>;
 
+    /// From now on, consumers start with no partitions and `membership` hears of every consumer that
+    /// closes (outside membership: it assigns them). Call once, before any consumer is created.
+    void use_outside_membership(group_membership& membership) noexcept { outside_ = &membership; }
+
     /// Creates `count` consumers of a new group, or of one whose consumers are all closed; each gets
-    /// a contiguous share of the partitions (the first ones one more). `base` is the topic's part of
+    /// a contiguous share of the partitions (the first ones one more), or none under outside
+    /// membership (`use_outside_membership`). `base` is the topic's part of
     /// every consumer's context. Throws `bufferqueue::error`: `too_many_consumers`, `closed`,
     /// `group_exists`, or what opening a cursor threw (then no partition keeps the new group).
     template <class Slots>
@@ -91,8 +97,11 @@ public:
             const std::size_t base_share = partitions / count;
             const std::size_t larger_shares = partitions % count;
             std::size_t next_partition = 0;
+            if (outside_ != nullptr) {
+                std::fill(owners.begin(), owners.end(), owners_type::no_owner);  // the membership assigns
+            }
             for (std::size_t index = 0; index < count; ++index) {
-                const std::size_t share = base_share + (index < larger_shares ? 1 : 0);
+                const std::size_t share = outside_ != nullptr ? 0 : base_share + (index < larger_shares ? 1 : 0);
                 std::vector<entry> assignments;
                 for (std::size_t i = 0; i < share; ++i, ++next_partition) {
                     assignments.push_back(entries[next_partition]);
@@ -226,20 +235,25 @@ public:
 
     void consumer_released(const std::string& group, std::size_t consumer) noexcept override
     {
-        keep_alive alive;  // released after the lock
-        std::lock_guard lock(mutex_);
-        const auto found = groups_.find(group);
-        if (found == groups_.end() || consumer >= found->second.owners.consumers()) {
-            return;
+        {
+            keep_alive alive;  // released after the lock
+            std::lock_guard lock(mutex_);
+            const auto found = groups_.find(group);
+            if (found == groups_.end() || consumer >= found->second.owners.consumers()) {
+                return;
+            }
+            group_state& state = found->second;
+            if (state.open != 0) {
+                --state.open;
+            }
+            try {
+                state.owners.consumer_released(consumer, alive);
+            } catch (...) {
+                // No memory: the partitions stay with nobody until reassigned.
+            }
         }
-        group_state& state = found->second;
-        if (state.open != 0) {
-            --state.open;
-        }
-        try {
-            state.owners.consumer_released(consumer, alive);
-        } catch (...) {
-            // No memory: the partitions stay with nobody until reassigned.
+        if (outside_ != nullptr) {
+            outside_->consumer_closed(group, consumer);  // without the lock: it may assign at once
         }
     }
 
@@ -292,6 +306,7 @@ private:
     // Each group created in this process.
     std::map<std::string, group_state, std::less<>> groups_;  // guarded by mutex_
     std::uint64_t removed_consumed_ = 0;                      // what removed groups had committed; mutex_
+    group_membership* outside_ = nullptr;                     // set once, before any consumer; owned by the topic
 };
 
 }  // namespace bufferqueue::detail

@@ -28,10 +28,12 @@ public:
     using entry = partition_assignment<Partition>;
     /// Consumers to keep alive until the group lock is released (their last reference may go there).
     using keep_alive = std::vector<std::shared_ptr<consumer_type>>;
+    /// An initial owner meaning "nobody reads the partition yet".
+    static constexpr std::size_t no_owner = std::numeric_limits<std::size_t>::max();
 
     partition_owners() = default;
     /// `members[i]` is consumer i; `initial_owners[p]` the consumer reading partition p, which is
-    /// already in that consumer's assignment; `entries[p]` partition p's storage, signal and cursor.
+    /// already in that consumer's assignment, or `no_owner`; `entries[p]` partition p's storage, signal and cursor.
     partition_owners(std::vector<std::weak_ptr<consumer_type>> members, std::vector<std::size_t> initial_owners,
                      std::vector<entry> entries)
         : entries_(std::move(entries))
@@ -140,7 +142,7 @@ public:
     }
 
 private:
-    static constexpr std::size_t none = std::numeric_limits<std::size_t>::max();
+    static constexpr std::size_t none = no_owner;
 
     struct member {
         std::weak_ptr<consumer_type> consumer;

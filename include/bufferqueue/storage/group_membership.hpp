@@ -1,0 +1,158 @@
+// bufferqueue: how a backend that owns consumer-group membership (a broker's group protocol, other
+// processes sharing a topic) gives a topic's partitions to this process's consumers and takes them
+// back (rebalances).
+#pragma once
+
+#include "bufferqueue/error.hpp"
+
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <utility>
+
+namespace bufferqueue {
+
+namespace detail {
+
+/// The topic layer's side of a `membership_port`: the topic's consumer groups. Both calls are
+/// thread-safe and throw `bufferqueue::error` as `membership_port` says.
+class membership_target {
+public:
+    virtual void assign_partitions(const std::string& group, std::size_t consumer,
+                                   std::span<const std::size_t> partitions) = 0;
+    virtual void revoke_partitions(const std::string& group, std::size_t consumer,
+                                   std::span<const std::size_t> partitions) = 0;
+
+protected:
+    membership_target() = default;
+    membership_target(const membership_target&) = default;
+    membership_target& operator=(const membership_target&) = default;
+    ~membership_target() = default;
+};
+
+/// What a port points through: the topic clears it when it closes, so a port used later reports
+/// `errc::closed` instead of reaching a topic that is gone. Thread-safe.
+class membership_link {
+public:
+    explicit membership_link(membership_target& target) noexcept : target_(&target) {}
+
+    template <class Call>
+    void call(const std::string& group, Call&& call)
+    {
+        const std::lock_guard lock(mutex_);
+        if (target_ == nullptr) {
+            throw error(errc::closed, "consumer group '" + group + "': its topic is closed");
+        }
+        std::forward<Call>(call)(*target_);
+    }
+
+    void clear() noexcept
+    {
+        const std::lock_guard lock(mutex_);
+        target_ = nullptr;
+    }
+
+private:
+    std::mutex mutex_;           // held across a call, so `clear` waits for the calls in progress
+    membership_target* target_;  // guarded by mutex_; null once the topic closed
+};
+
+}  // namespace detail
+
+/// The port through which a `group_membership` moves a topic's partitions among this process's
+/// consumers of a group. Consumer `consumer` is the index of one of the consumers that one
+/// `create_pull_consumers` call made (0 for `create_pull_consumer`), in the order it returned them.
+///
+/// - `assign` adds `partitions` to the consumer's set: a partition another consumer of the group
+///   holds is revoked from that one first and handed over once it let go (its consume ended and it
+///   holds no batch of it), so one partition is never read by two consumers at once.
+/// - `revoke` takes `partitions` away: a batch of them delivered before and committed after fails
+///   with `errc::partition_revoked` (nothing is committed); the next owner resumes from the group's
+///   last commit, so uncommitted items are delivered again (at-least-once).
+///
+/// A consumer that owns nothing waits in `consume()` until it is given something. Both return at
+/// once (they never wait for a consume), from any thread, also while the consumer's `consume()`
+/// runs or waits, and may be called under the backend's own locks (they never call the backend).
+/// Throw `bufferqueue::error`: `errc::invalid_argument` for an unknown group, consumer index or
+/// partition (or a port never bound), `errc::closed` when the topic or that consumer is closed.
+/// Copyable; valid as long as any copy exists (after the topic closed every call throws `closed`).
+class membership_port {
+public:
+    membership_port() = default;
+
+    void assign(const std::string& group, std::size_t consumer, std::span<const std::size_t> partitions) const
+    {
+        link(group).call(
+            group, [&](detail::membership_target& target) { target.assign_partitions(group, consumer, partitions); });
+    }
+
+    void revoke(const std::string& group, std::size_t consumer, std::span<const std::size_t> partitions) const
+    {
+        link(group).call(
+            group, [&](detail::membership_target& target) { target.revoke_partitions(group, consumer, partitions); });
+    }
+
+    /// For the topic layer: the port over `link`.
+    explicit membership_port(std::shared_ptr<detail::membership_link> link) noexcept : link_(std::move(link)) {}
+
+private:
+    detail::membership_link& link(const std::string& group) const
+    {
+        if (!link_) {
+            throw error(errc::invalid_argument,
+                        "consumer group '" + group + "': the membership port is not bound to a topic");
+        }
+        return *link_;
+    }
+
+    std::shared_ptr<detail::membership_link> link_;
+};
+
+/// Group membership owned outside this process's topic: a broker's group protocol (Kafka), or the
+/// other processes sharing a topic. A backend that has it hands one to its topic
+/// (`topic_settings::membership`); the topic then gives new consumers no partitions (no contiguous
+/// split) and tells the membership about its consumers, and the membership assigns and revokes
+/// partitions through the `membership_port` it was bound to (see docs/backends.md).
+///
+/// Threads: `consumers_created`, `consumer_closed`, `remove_group` and `refresh_statistics` may be
+/// called from different threads at once; `bind` comes first and `close` last.
+class group_membership {
+public:
+    group_membership(const group_membership&) = delete;
+    group_membership& operator=(const group_membership&) = delete;
+    virtual ~group_membership() = default;
+
+    /// Called once, when the topic is built, before any consumer exists: where to assign partitions.
+    virtual void bind(membership_port port) noexcept = 0;
+
+    /// `count` consumers of `group` were created in this process (indexes 0 to count - 1); they own
+    /// no partition until the membership assigns some. Throws to fail the creation: the consumers
+    /// are closed and `create_pull_consumers` throws it.
+    virtual void consumers_created(const std::string& group, std::size_t count) = 0;
+
+    /// Consumer `consumer` of `group` closed and let go of its partitions: they are nobody's in this
+    /// process until assigned again. Called once per consumer; never throws, never blocks on I/O.
+    virtual void consumer_closed(const std::string& group, std::size_t consumer) noexcept = 0;
+
+    /// The topic closes: leave every group (never blocking on the network); the port throws
+    /// `errc::closed` from now on. Called once, before the consumers are closed.
+    virtual void close() noexcept = 0;
+
+    /// Optional: refresh what the partitions report to the statistics from the storage (a broker's
+    /// offsets) before `buffer_queue::stats` takes its snapshot. Blocks at most as long as the backend
+    /// allows itself; must not throw (a snapshot never fails: keep the last numbers known).
+    virtual void refresh_statistics() noexcept {}
+
+    /// Optional: `buffer_queue::remove_group` removed `group` in this process; remove what the
+    /// storage keeps of it elsewhere (a broker's committed offsets). Returns whether it held
+    /// something. Throws `bufferqueue::error` naming the group (`group_in_use`, `io_error`,
+    /// `timed_out`); the group stays removed here, so calling again retries the storage.
+    virtual bool remove_group(const std::string& /*group*/) { return false; }
+
+protected:
+    group_membership() = default;
+};
+
+}  // namespace bufferqueue
