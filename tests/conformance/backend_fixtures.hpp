@@ -17,6 +17,9 @@
 //                                              try_consume reads a produced item at once
 //   static constexpr bool statistics;          queue.stats<T>() counts positions
 //   static constexpr bool lists_stored_groups; ...and lists the stored groups this process did not open
+// and optionally (false when absent; see rebalancing_conformance_backends):
+//   static constexpr bool rebalances;          a group protocol outside the topic moves partitions
+//                                              between consumers when one joins or closes
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
@@ -101,7 +104,7 @@ private:
 /// of tests/storage/test_backend/); the filtered lists below follow.
 using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture,
                                         bufferqueue_test_backend::test_backend_acknowledging_fixture,
-                                        bufferqueue_test_backend::test_backend_membership_fixture
+                                        bufferqueue_test_backend::test_backend_outside_fixture
 #if defined(BUFFERQUEUE_TEST_CONFORMANCE_KAFKA)
                                         ,
                                         kafka_backend
@@ -171,6 +174,19 @@ template <class Backend>
 struct lists_stored_groups : std::bool_constant<has_statistics_v<Backend> && lists_stored_groups_v<Backend>> {
 };
 
+template <class Backend>
+constexpr bool rebalances_v = [] {
+    if constexpr (requires { Backend::rebalances; }) {
+        return Backend::rebalances;
+    } else {
+        return false;
+    }
+}();
+
+template <class Backend>
+struct rebalances : std::bool_constant<rebalances_v<Backend>> {
+};
+
 }  // namespace conformance_detail
 
 /// The backends that support bounded_capacity and full_mode.
@@ -210,3 +226,9 @@ using statistics_persistent_conformance_backends =
 /// lists the groups opened in this process (docs/kafka.md, "Statistics").
 using stored_group_statistics_conformance_backends =
     conformance_detail::filter_backends<conformance_detail::lists_stored_groups, persistent_conformance_backends>::type;
+
+/// The backends whose group membership lives outside the topic and rebalances a group when one of
+/// its consumers joins or closes (the test backend's stand-in group protocol). Not Kafka yet: its
+/// topics still build their own consumers (docs/kafka.md), and a rebalance on the mock takes seconds.
+using rebalancing_conformance_backends =
+    conformance_detail::filter_backends<conformance_detail::rebalances, conformance_backends>::type;

@@ -72,6 +72,19 @@ inline void settle(asio::io_context& io)
     io.restart();
 }
 
+/// Runs `io` in `settle` steps until `done()` holds or the hang guard expires; returns `done()`. For
+/// what another thread brings about (a group protocol's assignment), which is no work of `io`: unlike
+/// `run_until` it goes on when `io` runs out of work.
+template <class Done>
+bool settle_until(asio::io_context& io, Done&& done)
+{
+    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+        settle(io);
+    }
+    return done();
+}
+
 /// The state of a coroutine started by `spawn`.
 struct spawned {
     bool finished = false;
@@ -208,12 +221,7 @@ std::vector<T> consumed_items(bq::pull_consumer<T>& consumer, asio::io_context& 
 template <class T>
 void await_assignment(bq::pull_consumer<T>& consumer, asio::io_context& io)
 {
-    // Not `run_until`: an assignment made on another thread is no work of `io`.
-    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
-    while (consumer.partitions().empty() && std::chrono::steady_clock::now() < deadline) {
-        settle(io);
-    }
-    REQUIRE_FALSE(consumer.partitions().empty());
+    REQUIRE(settle_until(io, [&] { return !consumer.partitions().empty(); }));
 }
 
 /// Everything each partition delivers to `consumers` through `try_consume`, committing every batch,

@@ -53,14 +53,17 @@ struct test_backend_acknowledging_fixture {
     }
 };
 
-/// The test backend with group membership owned outside the topic (`test_backend_membership`, a new
-/// one per topic): consumers start with no partitions and get contiguous shares 2 ms after each
-/// join or leave, from the membership's thread, as a broker's rebalance gives them. Not immediate.
-struct test_backend_membership_fixture {
-    static constexpr std::string_view name = "test_backend_membership";
+/// The test backend with both capabilities of a broker: appends acknowledged later from a thread of
+/// its own (`test_backend_acknowledger`) and group membership owned outside the topic
+/// (`test_backend_membership`, a new one of each per topic): consumers start with no partitions and
+/// get contiguous shares 2 ms after each join or leave, from the membership's thread, as a broker's
+/// rebalance gives them. Not immediate; rebalances.
+struct test_backend_outside_fixture {
+    static constexpr std::string_view name = "test_backend_outside";
     static constexpr bool persistent = false;
     static constexpr bool bounded = true;
     static constexpr bool immediate = false;
+    static constexpr bool rebalances = true;
 
     template <class T, template <class> class Spec>
     void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
@@ -71,6 +74,7 @@ struct test_backend_membership_fixture {
                                           .bounded_capacity = spec.bounded_capacity,
                                           .full_mode = spec.full_mode,
                                           .partition_key = spec.partition_key,
+                                          .acknowledger = std::make_shared<test_backend_acknowledger>(),
                                           .membership = std::make_shared<test_backend_membership>(spec.partitions)});
     }
 };
