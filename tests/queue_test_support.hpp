@@ -9,6 +9,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
@@ -20,6 +21,21 @@
 #include <vector>
 
 namespace bufferqueue::test {
+
+/// Runs `io` in short slices until `done()` holds or `limit` passes; true when it held. Unlike
+/// `io.run()` it also ends while `io` still has work (a produce waiting for its acknowledgement, a
+/// parked consume), and it goes on when `io` has none (what another thread brings about).
+template <class Done>
+bool run_until(boost::asio::io_context& io, Done done,
+               std::chrono::milliseconds limit = std::chrono::milliseconds(5000))
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done() && std::chrono::steady_clock::now() < deadline) {
+        io.run_for(std::chrono::milliseconds(2));
+        io.restart();
+    }
+    return done();
+}
 
 /// A memory topic of ints: `name`, `partitions` and `segment_size`, every other option at its default.
 inline memory_topic_options<int> int_topic(std::string name, std::size_t partitions, std::size_t segment_size = 1024)

@@ -31,18 +31,7 @@ namespace {
 namespace bq = bufferqueue;
 namespace tb = bufferqueue_test_backend;
 using namespace std::chrono_literals;
-
-// Runs `io` until `done()` holds or `limit` passes; true when it held.
-template <class Done>
-bool run_until(boost::asio::io_context& io, Done done, std::chrono::milliseconds limit = 5000ms)
-{
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-        io.run_for(2ms);
-        io.restart();
-    }
-    return done();
-}
+using bufferqueue::test::run_until;
 
 // Runs `io` for `duration` (what a completion that must not come gets to show up).
 void run_for(boost::asio::io_context& io, std::chrono::milliseconds duration)

@@ -8,8 +8,21 @@
 
 #include <memory>
 #include <string_view>
+#include <utility>
 
 namespace bufferqueue_test_backend {
+
+/// The options of the suite's topic `spec` (a `conformance_topic<T>`, or anything with its fields:
+/// name, partitions, partition_key, bounded_capacity, full_mode); the fixtures add their own.
+template <class T, template <class> class Spec>
+test_backend_topic_options<T> options_from(const Spec<T>& spec)
+{
+    return {.name = spec.name,
+            .partitions = spec.partitions,
+            .bounded_capacity = spec.bounded_capacity,
+            .full_mode = spec.full_mode,
+            .partition_key = spec.partition_key};
+}
 
 struct test_backend_fixture {
     static constexpr std::string_view name = "test_backend";
@@ -20,16 +33,11 @@ struct test_backend_fixture {
 
     test_backend_fixture() = default;
 
-    /// Registers the suite's topic `spec` (a `conformance_topic<T>`, or anything with its fields:
-    /// name, partitions, partition_key, bounded_capacity, full_mode) on `queue`.
+    /// Registers the suite's topic `spec` (see `options_from`) on `queue`.
     template <class T, template <class> class Spec>
     void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
     {
-        queue.add_topic(test_backend_topic_options<T>{.name = spec.name,
-                                                      .partitions = spec.partitions,
-                                                      .bounded_capacity = spec.bounded_capacity,
-                                                      .full_mode = spec.full_mode,
-                                                      .partition_key = spec.partition_key});
+        queue.add_topic(options_from(spec));
     }
 };
 
@@ -44,12 +52,9 @@ struct test_backend_acknowledging_fixture {
     template <class T, template <class> class Spec>
     void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
     {
-        queue.add_topic(test_backend_topic_options<T>{.name = spec.name,
-                                                      .partitions = spec.partitions,
-                                                      .bounded_capacity = spec.bounded_capacity,
-                                                      .full_mode = spec.full_mode,
-                                                      .partition_key = spec.partition_key,
-                                                      .acknowledger = std::make_shared<test_backend_acknowledger>()});
+        test_backend_topic_options<T> options = options_from(spec);
+        options.acknowledger = std::make_shared<test_backend_acknowledger>();
+        queue.add_topic(std::move(options));
     }
 };
 
@@ -68,14 +73,10 @@ struct test_backend_outside_fixture {
     template <class T, template <class> class Spec>
     void add_topic(bufferqueue::buffer_queue& queue, const Spec<T>& spec)
     {
-        queue.add_topic(
-            test_backend_topic_options<T>{.name = spec.name,
-                                          .partitions = spec.partitions,
-                                          .bounded_capacity = spec.bounded_capacity,
-                                          .full_mode = spec.full_mode,
-                                          .partition_key = spec.partition_key,
-                                          .acknowledger = std::make_shared<test_backend_acknowledger>(),
-                                          .membership = std::make_shared<test_backend_membership>(spec.partitions)});
+        test_backend_topic_options<T> options = options_from(spec);
+        options.acknowledger = std::make_shared<test_backend_acknowledger>();
+        options.membership = std::make_shared<test_backend_membership>(spec.partitions);
+        queue.add_topic(std::move(options));
     }
 };
 

@@ -33,6 +33,7 @@ namespace {
 namespace bq = bufferqueue;
 namespace tb = bufferqueue_test_backend;
 using namespace std::chrono_literals;
+using bufferqueue::test::run_until;
 
 void rethrow_failure(std::exception_ptr failure)
 {
@@ -55,18 +56,6 @@ std::vector<T> drain(bq::pull_consumer<T>& consumer)
         items.insert(items.end(), delivered->begin(), delivered->end());
     }
     return items;
-}
-
-// Runs `io` until `done()` holds or `limit` passes; true when it held.
-template <class Done>
-bool run_until(boost::asio::io_context& io, Done done, std::chrono::milliseconds limit = 5000ms)
-{
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-        io.run_for(5ms);
-        io.restart();
-    }
-    return done();
 }
 
 // A fixture spec with the fields of the conformance suite's `conformance_topic<T>`.
