@@ -117,7 +117,8 @@ private:
 /// partitions through the `membership_port` it was bound to (see docs/backends.md).
 ///
 /// Threads: `consumers_created`, `consumer_closed`, `remove_group` and `refresh_statistics` may be
-/// called from different threads at once; `bind` comes first and `close` last.
+/// called from different threads at once; `bind` comes first. `consumer_closed` may still come
+/// after `close` (the topic closes its consumers after leaving the groups): it then has nothing to do.
 class group_membership {
 public:
     group_membership(const group_membership&) = delete;
