@@ -2,8 +2,8 @@
 // the topic.
 #pragma once
 
+#include "bufferqueue/detail/storage_runner.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
-#include "bufferqueue/topic/detail/storage_runner.hpp"
 
 #include <atomic>
 #include <cstddef>

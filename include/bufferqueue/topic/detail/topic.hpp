@@ -3,11 +3,11 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/detail/completion.hpp"
+#include "bufferqueue/detail/storage_runner.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/stats.hpp"
-#include "bufferqueue/topic/detail/storage_runner.hpp"
 
 #include <cstddef>
 #include <cstdint>
