@@ -4,13 +4,13 @@
 #pragma once
 
 #include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/consumer_base.hpp"
 #include "bufferqueue/consumer/detail/dead_letter_route.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/dispatch.hpp>

@@ -4,11 +4,11 @@
 #pragma once
 
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
+#include "bufferqueue/consumer/detail/consumer_base.hpp"
 #include "bufferqueue/consumer/detail/consumer_lifecycle.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/process_barrier.hpp"
 #include "bufferqueue/storage/storage.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <atomic>
 #include <cstddef>

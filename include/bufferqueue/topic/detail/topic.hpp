@@ -1,18 +1,17 @@
-// Internal: the type-erased faces of a typed topic that the registry and the handles use.
+// Internal: the type-erased faces of a typed topic that the registry and the handles use (the
+// consumer's face, `consumer_base<T>`, is the consumer layer's: consumer/detail/consumer_base.hpp).
 #pragma once
 
-#include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/consumer_base.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/storage_runner.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
-#include "bufferqueue/skipped_record.hpp"
 #include "bufferqueue/stats.hpp"
 
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
 #include <span>
 #include <stop_token>
 #include <string>
@@ -90,51 +89,6 @@ private:
     std::span<const T> items_;
     std::vector<std::uint32_t> partitions_;
     std::stop_token stop_;
-};
-
-/// What `consume()` found without waiting.
-template <class T>
-struct consume_attempt {
-    boost::system::error_code error{};
-    std::optional<batch<T>> delivered{};
-    std::string error_detail{};  // what the storage reported with `error`, when it said more than the code
-};
-
-/// The shared pull consumer, seen through its storage-independent face.
-template <class T>
-class consumer_base {
-public:
-    consumer_base(const consumer_base&) = delete;
-    consumer_base& operator=(const consumer_base&) = delete;
-    virtual ~consumer_base() = default;
-
-    /// Starts a consume: fails, delivers a batch, or (when `will_wait`) leaves the consumer busy
-    /// for `wait`.
-    virtual consume_attempt<T> begin_consume(bool will_wait) = 0;
-    /// Suspends the started consume until data arrives or the consumer closes.
-    virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) = 0;
-    virtual boost::system::error_code commit() = 0;
-    /// Commits past the record the last consume failed on, filling `skipped` (see `pull_consumer::skip`).
-    virtual boost::system::error_code skip(skipped_record& skipped) = 0;
-    /// Describes that record without committing (see `pull_consumer::unreadable_record`).
-    virtual boost::system::error_code unreadable(skipped_record& record) = 0;
-    virtual void close() noexcept = 0;
-    /// Aborts the consume in progress, if any; see `pull_consumer::cancel`.
-    virtual void cancel() noexcept = 0;
-    virtual const std::string& topic_name() const noexcept = 0;
-    virtual const std::string& group_name() const noexcept = 0;
-    /// The partitions assigned now, ascending: a snapshot (see `pull_consumer::partitions`). Allocates.
-    virtual std::vector<std::size_t> partitions() const = 0;
-    /// Items the consumer's partitions hold that its group has not committed (see `pull_consumer::lag`).
-    virtual std::uint64_t lag() const = 0;
-    /// How the latest operation failed (see `pull_consumer::last_error`); empty after a success.
-    virtual std::string last_error() const = 0;
-    virtual const boost::asio::any_io_executor& default_executor() const noexcept = 0;
-    /// See `topic::runner`.
-    virtual const storage_runner& runner() const noexcept = 0;
-
-protected:
-    consumer_base() = default;
 };
 
 /// A topic of items `T`, whatever its storage. Every member is thread-safe.
