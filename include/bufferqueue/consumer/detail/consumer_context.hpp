@@ -2,8 +2,8 @@
 // the topic.
 #pragma once
 
+#include "bufferqueue/consumer/detail/capacity_release.hpp"
 #include "bufferqueue/detail/storage_runner.hpp"
-#include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include <atomic>
 #include <cstddef>
@@ -43,8 +43,9 @@ struct consumer_context {
     storage_runner runner;
     /// The topic's closed flag (set once, never cleared).
     const std::atomic<bool>* topic_closed = nullptr;
-    /// The room a commit gives back; null for an unbounded topic.
-    capacity_gate* gate = nullptr;
+    /// Where a commit gives back the room it freed (the topic's capacity gate, see
+    /// `capacity_release`); null for an unbounded topic.
+    capacity_release* gate = nullptr;
     /// Where the consumer reports released partitions and its own detachment; null: nowhere.
     consumer_membership* membership = nullptr;
     /// The consumer's index in its group, in creation order.

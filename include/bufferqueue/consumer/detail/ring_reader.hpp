@@ -314,7 +314,7 @@ private:
     {
         try {
             const std::uint64_t released = each.storage->commit(*each.cursor, next_offset);
-            if (context_.gate != nullptr) {
+            if (released != 0 && context_.gate != nullptr) {  // one virtual call, only when room came free
                 context_.gate->release(static_cast<std::size_t>(released));
             }
         } catch (...) {

@@ -1,6 +1,7 @@
 // Internal: the topic-wide bound on items not yet committed by every group.
 #pragma once
 
+#include "bufferqueue/consumer/detail/capacity_release.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 
@@ -54,7 +55,10 @@ private:
 /// acquisition that the shared count refuses first takes every slot's credits back and tries
 /// again, so it fails only when admitted items alone leave no room. Refills stop while less than
 /// `refill_floor` is free, so near the bound every thread takes room from the shared count.
-class capacity_gate {
+///
+/// It is the `capacity_release` a bounded topic hands its consumers: their commits give room back
+/// through one virtual call; the topic's own calls name this final class and are direct.
+class capacity_gate final : public capacity_release {
 public:
     /// Items a refill reserves beyond the acquisition; slots of credits (threads share a slot by
     /// their thread number modulo this).
@@ -125,8 +129,8 @@ public:
         return false;
     }
 
-    /// Returns `count` items of room and grants queued waiters that now fit.
-    void release(std::size_t count) noexcept
+    /// Returns `count` items of room and grants queued waiters that now fit (see `capacity_release`).
+    void release(std::size_t count) noexcept override
     {
         if (count == 0) {
             return;
