@@ -3,6 +3,7 @@
 // run under ThreadSanitizer, so sizes stay moderate. Catch2 assertions are not thread-safe: worker
 // threads only record what they see, and the test thread asserts after joining them.
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/storage/memory/detail/memory_partition.hpp"
@@ -1086,7 +1087,10 @@ TEST_CASE("concurrency: memory partition appends from many threads are read in o
                     chunk.push_back({id, seq + i});
                 }
                 std::size_t appended = 0;
-                partition.append(bq::item_source<stamped>{chunk.data(), chunk.size(), 1, nullptr}, appended);
+                // In this thread's lane, as the topic's router hands it down.
+                partition.append(bq::item_source<stamped>{chunk.data(), chunk.size(), 1, nullptr,
+                                                          bq::detail::producer_lane(partition.lane_count())},
+                                 appended);
                 seq += length;
             }
         });

@@ -92,6 +92,10 @@ inline std::size_t producer_thread_number() noexcept
     return number != thread_number_registry::none ? number : assign_producer_thread_number();
 }
 
+/// Stands for the calling thread where a producer thread number is expected (`topic_router::route`),
+/// so its number is looked up only where a lane needs it. No thread holds this number.
+inline constexpr std::size_t calling_producer_thread = std::numeric_limits<std::size_t>::max();
+
 /// The lane of `lanes` that the thread numbered `number` appends to: with more than one lane, the
 /// first `lanes - 1` thread numbers own a lane each and every other number shares the last one.
 inline std::size_t producer_lane_of(std::size_t number, std::size_t lanes) noexcept

@@ -26,17 +26,21 @@ namespace bufferqueue {
 /// `construct_at`; storage that serializes reads them through `operator[]` and may ignore it.
 template <class T>
 struct item_source {
-    /// `producer` when the appending thread is the producing one.
-    static constexpr std::size_t calling_thread = std::numeric_limits<std::size_t>::max();
+    /// `lane` for items any thread may append at any time: a partition's last producer lane.
+    static constexpr std::size_t shared_lane = std::numeric_limits<std::size_t>::max();
 
     const T* base = nullptr;
     std::size_t count = 0;
     std::size_t stride = 1;
     const std::uint32_t* indices = nullptr;
-    /// The producing thread whose lane takes the items, as a `detail::producer_thread_number()`:
-    /// a waiting produce that another thread completes keeps its producer's lane. Storage
-    /// without producer lanes ignores it.
-    std::size_t producer = calling_thread;
+    /// The producer lane that takes the items, for a partition with producer lanes
+    /// (`laned_partition`); storage without lanes ignores it. The topic's router computes it once
+    /// per produce from the producing thread and hands the same lane, below `lane_count()`, to every
+    /// partition the produce appends to. Each lane but the last belongs to one producing thread: on
+    /// a topic without a bound no two threads append to it at once (on a bounded topic a waiting
+    /// produce that another thread completes appends to its producer's lane). The last lane is
+    /// every other thread's; `shared_lane`, the default, names it (as does any value past it).
+    std::size_t lane = shared_lane;
     /// The items are the producer's to give up: `construct_at` moves each from its place, once.
     /// Set only over items that are not `const` objects (the producer's own copy or its rvalues).
     bool movable = false;
@@ -216,6 +220,9 @@ concept group_listing_partition = requires(const Partition& partition)
 /// - `std::vector<stored_group> stored_groups() const` (`group_listing_partition` above): the
 ///   groups it holds, for the statistics.
 ///
+/// - `std::size_t lane_count() const noexcept` (`laned_partition` below): producer lanes, which
+///   `append` takes as `item_source::lane`.
+///
 /// - `std::optional<unreadable_record> unreadable(const cursor&) const noexcept`
 ///   (`skipping_partition` below): lets `pull_consumer::skip` step past a record that does not
 ///   decode.
@@ -290,6 +297,22 @@ concept acknowledging_partition = requires(Partition& partition, const item_sour
     {
         partition.append_acknowledged(source, handed, listener)
         } -> std::same_as<void>;
+};
+
+/// A partition split into producer lanes (memory), optional. `lane_count()` (const, noexcept, at
+/// least 1, the same for every partition of a topic and for the partition's whole life) is how many;
+/// the topic reads it once, when it is built, from its first partition. The topic's router keeps a
+/// round-robin position per lane and computes each produce's lane once, from the producing thread
+/// (the first `lane_count() - 1` producing threads own a lane each, every other thread shares the
+/// last); `append` and `append_acknowledged` find it in `item_source::lane`. Without it, the topic
+/// keeps one round-robin position and passes lane 0.
+template <class Partition>
+concept laned_partition = requires(const Partition& partition)
+{
+    {
+        partition.lane_count()
+    }
+    noexcept->std::convertible_to<std::size_t>;
 };
 
 /// A partition the topic can hand a `partition_waker` (see `storage_partition`).

@@ -1,5 +1,6 @@
 // Tests of the in-memory storage partition: offsets, segments, recycling, pins, and the lifetime of
 // stored items.
+#include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/storage/memory/detail/memory_partition.hpp"
 
 #include "catch.hpp"
@@ -98,12 +99,15 @@ bq::item_source<T> all_of(const std::vector<T>& items)
     return {items.data(), items.size(), 1, nullptr};
 }
 
-/// Appends every item of `items`; returns how many were appended.
+/// Appends every item of `items` to the calling thread's lane, the one the topic's router would
+/// hand down (`item_source::lane`); returns how many were appended.
 template <class T>
 std::size_t append(memory_partition<T>& partition, const std::vector<T>& items)
 {
     std::size_t appended = 0;
-    partition.append(all_of(items), appended);
+    bq::item_source<T> source = all_of(items);
+    source.lane = bq::detail::producer_lane(partition.lane_count());
+    partition.append(source, appended);
     return appended;
 }
 
@@ -684,18 +688,18 @@ TEST_CASE("memory partition: a group opened before a lane's first append reads t
     }
 }
 
-TEST_CASE("memory partition: an append on behalf of another producing thread goes to that thread's lane",
+TEST_CASE("memory partition: an append on behalf of another producing thread goes to the lane its source names",
           "[memory][storage]")
 {
     memory_partition<int> partition(64, true, 8);
     auto& reader = partition.open_cursor("g");
     REQUIRE(append(partition, range(0, 3)) == 3);
-    const std::size_t this_thread = bq::detail::producer_thread_number();
-    // Another thread appends in this thread's name (a waiting produce it completes), then in its own.
-    std::thread([&partition, this_thread] {
+    const std::size_t this_lane = bq::detail::producer_lane_of(bq::detail::producer_thread_number(), 8);
+    // Another thread appends in this thread's lane (a waiting produce it completes), then in its own.
+    std::thread([&partition, this_lane] {
         const std::vector<int> on_behalf = range(3, 6);
         std::size_t appended = 0;
-        partition.append(bq::item_source<int>{on_behalf.data(), on_behalf.size(), 1, nullptr, this_thread}, appended);
+        partition.append(bq::item_source<int>{on_behalf.data(), on_behalf.size(), 1, nullptr, this_lane}, appended);
         REQUIRE(appended == 3);
         REQUIRE(append(partition, range(100, 102)) == 2);
     }).join();
@@ -713,6 +717,39 @@ TEST_CASE("memory partition: an append on behalf of another producing thread goe
     std::sort(batches.begin(), batches.end());
     // One batch per lane: this thread's items together and in order, the other thread's own apart.
     CHECK(batches == std::vector<std::vector<int>>{range(0, 6), range(100, 102)});
+}
+
+TEST_CASE("memory partition: an append whose source names no lane goes to the shared last lane", "[memory][storage]")
+{
+    static_assert(bq::laned_partition<memory_partition<int>>);
+    memory_partition<int> partition(64, false, 4);
+    auto& reader = partition.open_cursor("g");
+    const auto append_to_lane = [&partition](const std::vector<int>& items, std::size_t lane) {
+        std::size_t appended = 0;
+        partition.append(bq::item_source<int>{items.data(), items.size(), 1, nullptr, lane}, appended);
+        REQUIRE(appended == items.size());
+    };
+    append_to_lane(range(0, 2), 0);
+    // From two threads: the default (`shared_lane`) and any value past the last lane mean the last lane.
+    std::thread([&] {
+        std::size_t appended = 0;
+        partition.append(all_of(range(12, 14)), appended);
+        REQUIRE(appended == 2);
+        append_to_lane(range(14, 16), 99);
+    }).join();
+    append_to_lane(range(16, 18), bq::item_source<int>::shared_lane);
+    std::vector<std::vector<int>> batches;
+    for (int round = 0; round < 10; ++round) {
+        const bq::pull_result<int> pulled = partition.pull(reader, 100);
+        if (pulled.items.empty()) {
+            break;
+        }
+        batches.push_back(values_of(pulled));
+        partition.release_batch(reader);
+        partition.commit(reader, pulled.next_offset);
+    }
+    std::sort(batches.begin(), batches.end());
+    CHECK(batches == std::vector<std::vector<int>>{range(0, 2), range(12, 18)});
 }
 
 namespace {

@@ -137,7 +137,7 @@ public:
         }
         if constexpr (acknowledging_partition<Partition, T>) {
             try {
-                append_admitted(items, partitions, item_source<T>::calling_thread, movable);
+                append_admitted(items, partitions, calling_producer_thread, movable);
             } catch (const error& failure) {
                 if (failure.code().value() != static_cast<int>(errc::queue_full)) {
                     throw;
@@ -145,7 +145,7 @@ public:
                 return produce_outcome::no_room;  // the storage's own send queue is full
             }
         } else {
-            append_admitted(items, partitions, item_source<T>::calling_thread, movable);
+            append_admitted(items, partitions, calling_producer_thread, movable);
         }
         return produce_outcome::done;
     }
@@ -170,8 +170,8 @@ public:
                 error = make_error_code(errc::queue_full);  // full_mode::fail: refused whole, nothing handed over
             } else {
                 try {
-                    append_admitted(started.items(), started.partitions(), item_source<T>::calling_thread,
-                                    started.movable(), acknowledgements);
+                    append_admitted(started.items(), started.partitions(), calling_producer_thread, started.movable(),
+                                    acknowledgements);
                 } catch (...) {
                     error = current_exception_code(errc::invalid_argument);
                 }
@@ -252,9 +252,9 @@ private:
     friend class produce_waiter<T, basic_topic>;
 
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
-    // producing thread `producer` (a `producer_thread_number`; `calling_thread`: this one), moving
-    // them in when `movable`; `acknowledgements`: the awaited produce the partitions' acknowledgements
-    // go to (`acknowledging_partition`), or null.
+    // producing thread `producer` (a `producer_thread_number`; `calling_producer_thread`: this
+    // one), moving them in when `movable`; `acknowledgements`: the awaited produce the partitions'
+    // acknowledgements go to (`acknowledging_partition`), or null.
     void append_admitted(std::span<const T> items, const std::uint32_t* partitions, std::size_t producer, bool movable,
                          acknowledged_produce<T>* acknowledgements = nullptr)
     {

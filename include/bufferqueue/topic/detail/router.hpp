@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -18,17 +17,12 @@
 
 namespace bufferqueue::detail {
 
-/// The round-robin lanes a topic over `slots` keeps: one per producer lane of a partition that has
-/// producer lanes (`lane_count()`, the memory partition), else 1.
+/// The producer lanes a topic over `slots` keeps (a round-robin position each): the first
+/// partition's `lane_count()` for a `laned_partition` (memory), else 1. Never throws.
 template <class Partition>
 std::size_t producer_lanes_of(const std::vector<std::unique_ptr<partition_slot<Partition>>>& slots) noexcept
 {
-    if constexpr (requires(const Partition& partition) {
-                      {
-                          partition.lane_count()
-                      }
-                      noexcept->std::convertible_to<std::size_t>;
-                  }) {
+    if constexpr (laned_partition<Partition>) {
         return slots.empty() ? 1 : std::max<std::size_t>(1, slots.front()->storage.lane_count());
     } else {
         return 1;
@@ -38,7 +32,8 @@ std::size_t producer_lanes_of(const std::vector<std::unique_ptr<partition_slot<P
 /// Routes admitted items to a topic's partitions and appends them, waking each partition's
 /// consumers after its append. Routing is per item: round-robin advances once per item (also
 /// inside a batch), key routing sends each item to the partition the caller computed for it, in
-/// input order. Every producer lane has its own round-robin position (see `producer_lane`).
+/// input order. The producer lane is computed here, once per produce (see `producer_lane_of`), and
+/// handed to the partitions as `item_source::lane`; every lane has its own round-robin position.
 /// Thread-safe; the slots must outlive the router.
 template <class T, class Partition>
 class topic_router {
@@ -54,8 +49,9 @@ public:
     }
 
     /// Stores `items` (their room, if bounded, already reserved) in the lane of the producing thread
-    /// `producer` (a `producer_thread_number`; `calling_thread`: this one); `partitions` holds each
-    /// item's key partition, or is null for round-robin. `stored` counts the items stored so far,
+    /// `producer` (a `producer_thread_number`; `calling_producer_thread`: this one), the one lane
+    /// every partition of this produce gets; `partitions` holds each item's key partition, or is
+    /// null for round-robin. `stored` counts the items stored so far,
     /// also when an append throws. `movable`: the producer gave the items up, so storage may move
     /// them in (`item_source::movable`). `acknowledgements`, for partitions that acknowledge appends
     /// (`acknowledging_partition`), makes each append an `append_acknowledged` reporting to it (an
@@ -64,10 +60,12 @@ public:
     void route(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t producer,
                bool movable, acknowledged_produce<T>* acknowledgements = nullptr)
     {
+        const std::size_t lane = producer == calling_producer_thread ? producer_lane(producer_lanes_)
+                                                                     : producer_lane_of(producer, producer_lanes_);
         if (partitions != nullptr) {
-            append_by_key(items, partitions, stored, producer, movable, acknowledgements);
+            append_by_key(items, partitions, stored, lane, movable, acknowledgements);
         } else {
-            append_round_robin(items, stored, producer, movable, acknowledgements);
+            append_round_robin(items, stored, lane, movable, acknowledgements);
         }
     }
 
@@ -111,13 +109,10 @@ private:
     // partition itself (no read-modify-write, no division for a single item); the shared lane, and
     // every lane of a bounded topic (where a waiting produce continues on another thread), keep a
     // running count.
-    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t producer, bool movable,
+    void append_round_robin(std::span<const T> items, std::size_t& stored, std::size_t lane, bool movable,
                             acknowledged_produce<T>* acknowledgements)
     {
         const std::size_t partitions = slots_.size();
-        const std::size_t lane = producer == item_source<T>::calling_thread
-                                     ? producer_lane(producer_lanes_)
-                                     : producer_lane_of(producer, producer_lanes_);
         std::atomic<std::uint64_t>& position = round_robin_[lane].next;
         std::uint64_t first = 0;
         if (lane + 1 < producer_lanes_ && !bounded_) {
@@ -131,7 +126,7 @@ private:
             first = position.fetch_add(items.size(), std::memory_order_relaxed) % partitions;
         }
         if (items.size() == 1) {
-            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, producer, movable},
+            append_to(static_cast<std::size_t>(first), item_source<T>{items.data(), 1, 1, nullptr, lane, movable},
                       stored, acknowledgements);
             return;
         }
@@ -143,16 +138,16 @@ private:
             const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
             const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, producer, movable},
-                      stored, acknowledgements);
+            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, lane, movable}, stored,
+                      acknowledgements);
         }
     }
 
-    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored,
-                       std::size_t producer, bool movable, acknowledged_produce<T>* acknowledgements)
+    void append_by_key(std::span<const T> items, const std::uint32_t* partitions, std::size_t& stored, std::size_t lane,
+                       bool movable, acknowledged_produce<T>* acknowledgements)
     {
         if (items.size() == 1) {
-            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, producer, movable}, stored,
+            append_to(partitions[0], item_source<T>{items.data(), 1, 1, nullptr, lane, movable}, stored,
                       acknowledgements);
             return;
         }
@@ -179,7 +174,7 @@ private:
             const std::size_t count = starts[partition + 1] - starts[partition];
             if (count != 0) {
                 append_to(partition,
-                          item_source<T>{items.data(), count, 1, order.data() + starts[partition], producer, movable},
+                          item_source<T>{items.data(), count, 1, order.data() + starts[partition], lane, movable},
                           stored, acknowledgements);
             }
         }

@@ -3,7 +3,6 @@
 #pragma once
 
 #include "bufferqueue/detail/spin_mutex.hpp"
-#include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/storage/memory/detail/memory_cursor.hpp"
 #include "bufferqueue/storage/memory/detail/memory_lane.hpp"
 #include "bufferqueue/storage/memory/detail/memory_segment.hpp"
@@ -27,9 +26,10 @@ namespace bufferqueue::detail {
 /// In-memory storage partition, split into producer lanes. Each lane is a list of segments with
 /// its own published end: readers load it with acquire and read without any lock. With one lane,
 /// appends take a short spin lock and the partition keeps the exact order of appends across
-/// threads. With more, the first `lanes - 1` producing threads (by `producer_thread_number`) own
-/// a lane each and append without a lock or any write another producer reads, and all further
-/// threads share the last lane under its lock; a reader takes its batches lane by lane, so the
+/// threads. With more, an append goes to the lane its `item_source::lane` names, which the topic's
+/// router computed: the first `lanes - 1` producing threads own a lane each and append without a
+/// lock or any write another producer reads, and all further threads share the last lane under its
+/// lock (`laned_partition`, storage.hpp); a reader takes its batches lane by lane, so the
 /// items of one thread keep their order but items of different threads interleave by batch. On a
 /// bounded partition an owned lane is locked too (uncontended unless a waiting produce, completed
 /// by another thread, appends to its producer's lane at the same time). A
@@ -64,14 +64,15 @@ public:
     /// Destroys every item still held (each lane's destructor) and frees every segment.
     ~memory_partition() = default;
 
-    /// Appends to the lane of `source.producer` (the calling thread's by default). A bounded
-    /// partition takes the lane's lock also for an owned lane: there a waiting produce that another
-    /// thread completes appends to its producer's lane.
+    /// Appends to the lane `source.lane` (a value from the last lane on, `item_source::shared_lane`
+    /// by default, means the last lane). Every lane but the last takes no lock on an unbounded
+    /// partition: the caller appends to one from one thread at a time (the topic's router
+    /// guarantees it). A bounded partition takes the lane's lock also for an owned lane: there a
+    /// waiting produce that another thread completes appends to its producer's lane. Throws what
+    /// `T`'s constructor or an allocation throws; `appended` counts the items published.
     void append(const item_source<T>& source, std::size_t& appended)
     {
-        const std::size_t index = source.producer == item_source<T>::calling_thread
-                                      ? producer_lane(lane_count_)
-                                      : producer_lane_of(source.producer, lane_count_);
+        const std::size_t index = std::min(source.lane, lane_count_ - 1);
         lane& target = lanes_[index];
         // Publishes a lane's first segment to the release side, to cursors and to pull. Captures
         // only `this`, so it travels in a register: the call costs what append_to_lane's did.
@@ -334,7 +335,7 @@ public:
         return total;
     }
 
-    /// Producer lanes of this partition.
+    /// Producer lanes of this partition (`laned_partition`): 1 to `max_lanes`, fixed at construction.
     std::size_t lane_count() const noexcept { return lane_count_; }
 
     /// Segments currently allocated (held plus free), for memory accounting in tests.
