@@ -653,7 +653,7 @@ TEST_CASE("buffer queue: memory topics get producer lanes only where round-robin
         const auto made = std::dynamic_pointer_cast<memory_topic>(
             bq::detail::make_memory_topic(std::move(options), io.get_executor()));
         REQUIRE(made != nullptr);
-        return made->slot(0).storage.lane_count();
+        return made->storage_of(0).lane_count();
     };
     CHECK(lanes_of({.name = "spread", .partitions = 2}) == 8);
     CHECK(lanes_of({.name = "single", .partitions = 1}) == 1);

@@ -116,9 +116,9 @@ private:
 /// split) and tells the membership about its consumers, and the membership assigns and revokes
 /// partitions through the `membership_port` it was bound to (see docs/backends.md).
 ///
-/// Threads: `consumers_created`, `consumer_closed`, `remove_group` and `refresh_statistics` may be
-/// called from different threads at once; `bind` comes first. `consumer_closed` may still come
-/// after `close` (the topic closes its consumers after leaving the groups): it then has nothing to do.
+/// Threads: `consumers_created`, `consumer_closed`, `remove_group`, `refresh_statistics` and
+/// `consumer_problem` may be called from different threads at once; `bind` comes first. `consumer_closed` may still
+/// come after `close` (the topic closes its consumers after leaving the groups): it then has nothing to do.
 class group_membership {
 public:
     group_membership(const group_membership&) = delete;
@@ -151,6 +151,12 @@ public:
     /// something. Throws `bufferqueue::error` naming the group (`group_in_use`, `io_error`,
     /// `timed_out`); the group stays removed here, so calling again retries the storage.
     virtual bool remove_group(const std::string& /*group*/) { return false; }
+
+    /// Optional: what keeps consumer `consumer` of `group` from being given or reading anything
+    /// without failing an operation (a broker client that cannot reach its cluster), or empty.
+    /// `pull_consumer::last_error` shows it while the consumer's latest operation failed nothing.
+    /// Thread-safe; never blocks on I/O; may throw only `std::bad_alloc`.
+    virtual std::string consumer_problem(const std::string& /*group*/, std::size_t /*consumer*/) const { return {}; }
 
 protected:
     group_membership() = default;

@@ -86,12 +86,42 @@ struct pull_result {
 ///     };
 ///
 /// The optional `backend_name` is the `backend` a topic's statistics report (`topic_stats`, the
-/// Prometheus label): "memory" and "mmap" for the two built-in backends; a backend that names
+/// Prometheus label): "memory", "mmap" and "kafka" for the built-in backends; a backend that names
 /// itself nowhere is "unnamed".
+///
+/// Two more optional members refine `blocking` for storage whose blocking waits are on a network:
+/// - `static constexpr bool blocking_appends` (default: `blocking`): false when `append` and
+///   `append_acknowledged` only hand items to a client and never block (a broker's producer), so
+///   `produce` calls them inline while consumers' reads and commits still run on the pool;
+/// - `static constexpr std::size_t own_pool_threads` (default 0: the queue's shared pool): a
+///   blocking topic gets a pool of this many threads of its own (`topic_context::dedicated_pool`),
+///   so an outage of that storage never holds the threads of the queue's other topics.
 template <class Partition>
 struct storage_traits {
     static constexpr bool blocking = false;
 };
+
+/// `storage_traits<Partition>::blocking_appends`, or `blocking`. Compile-time.
+template <class Partition>
+constexpr bool storage_appends_block() noexcept
+{
+    if constexpr (requires { bool(storage_traits<Partition>::blocking_appends); }) {
+        return storage_traits<Partition>::blocking && storage_traits<Partition>::blocking_appends;
+    } else {
+        return storage_traits<Partition>::blocking;
+    }
+}
+
+/// `storage_traits<Partition>::own_pool_threads`, or 0 (the queue's shared pool). Compile-time.
+template <class Partition>
+constexpr std::size_t storage_own_pool_threads() noexcept
+{
+    if constexpr (requires { std::size_t(storage_traits<Partition>::own_pool_threads); }) {
+        return storage_traits<Partition>::own_pool_threads;
+    } else {
+        return 0;
+    }
+}
 
 /// `storage_traits<Partition>::backend_name`, or "unnamed". Compile-time.
 template <class Partition>

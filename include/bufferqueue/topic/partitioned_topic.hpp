@@ -94,7 +94,9 @@ struct topic_partitions_access {
 };
 
 /// For the topic layer (`make_partitioned_topic` and the library's own backends): builds the topic.
-/// `pool_source()` is called once, exactly when `storage_traits<Partition>::blocking`.
+/// `pool_source(threads)` is called once, exactly when `storage_traits<Partition>::blocking`, with the
+/// threads of the pool of its own the partition asks for (`storage_own_pool_threads<Partition>()`),
+/// 0 for the queue's shared pool.
 template <class T, class Partition, class PoolSource>
 std::shared_ptr<topic<T>> build_topic(topic_settings<T> settings, topic_partitions<Partition> partitions,
                                       boost::asio::any_io_executor executor, PoolSource&& pool_source)
@@ -116,7 +118,7 @@ std::shared_ptr<topic<T>> build_topic(topic_settings<T> settings, topic_partitio
                                                 .resources = std::move(settings.resources),
                                                 .membership = std::move(settings.membership)};
     if constexpr (storage_traits<Partition>::blocking) {
-        configuration.blocking_pool = std::forward<PoolSource>(pool_source)();
+        configuration.blocking_pool = std::forward<PoolSource>(pool_source)(storage_own_pool_threads<Partition>());
     }
     auto slots = topic_partitions_access::take(partitions);
     configuration.producer_lanes = producer_lanes_of(slots);
@@ -127,20 +129,22 @@ std::shared_ptr<topic<T>> build_topic(topic_settings<T> settings, topic_partitio
 
 /// Builds a typed topic over a backend's own partitions: what a backend's `make_topic` returns (see
 /// docs/backends.md). The topic routes, admits (when bounded), runs consumer groups and wakes
-/// consumers; the partitions store. It reads `storage_traits<Partition>::blocking` once: a blocking
-/// partition's topic gets `context.blocking_pool()` and its handles' asynchronous operations call the
-/// partitions there. `Partition` must satisfy `storage_partition<Partition, T>` (checked at compile
+/// consumers; the partitions store. It reads `storage_traits<Partition>` once: a blocking
+/// partition's topic gets `context.blocking_pool()` (or `context.dedicated_pool(own_pool_threads)`)
+/// and its handles' asynchronous operations call the partitions there (but for appends that do not
+/// block: `blocking_appends`). `Partition` must satisfy `storage_partition<Partition, T>` (checked at compile
 /// time). Throws `bufferqueue::error` `errc::invalid_argument` for an empty or only-whitespace name,
 /// no partitions or more than `max_partitions`, or invalid bounds (a backend validates its own
-/// options first, with its own wording); what `blocking_pool` throws. Allocates. Does not register
+/// options first, with its own wording); what `blocking_pool` or `dedicated_pool` throws. Allocates. Does not register
 /// the topic (`add_topic` does, after `make_topic` returns).
 template <class T, class Partition>
 registered_topic make_partitioned_topic(topic_context& context, topic_settings<T> settings,
                                         topic_partitions<Partition> partitions)
 {
-    return detail::registered_topic_access::make(detail::build_topic(std::move(settings), std::move(partitions),
-                                                                     context.executor(),
-                                                                     [&context] { return context.blocking_pool(); }));
+    return detail::registered_topic_access::make(detail::build_topic(
+        std::move(settings), std::move(partitions), context.executor(), [&context](std::size_t own_threads) {
+            return own_threads > 0 ? context.dedicated_pool(own_threads) : context.blocking_pool();
+        }));
 }
 
 }  // namespace bufferqueue

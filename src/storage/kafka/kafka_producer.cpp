@@ -46,14 +46,14 @@ boost::system::error_code kafka_error_code(int librdkafka_error) noexcept
 namespace {
 
 // Counts the failed deliveries of records nobody waits for and tells the sink.
-class unawaited_records final : public kafka_delivery_listener {
+class unawaited_records {
 public:
     unawaited_records(std::string topic, kafka_delivery_error_sink sink)
         : topic_(std::move(topic)), sink_(std::move(sink))
     {
     }
 
-    void delivered(std::int32_t partition, boost::system::error_code error, const std::string& detail) noexcept override
+    void delivered(std::int32_t partition, boost::system::error_code error, const std::string& detail) noexcept
     {
         if (!error) {
             return;
@@ -139,18 +139,19 @@ public:
         rd_kafka_queue_io_event_enable(main_queue_, event_fd, wake_byte, sizeof wake_byte);
     }
 
-    enqueue_result produce(std::uint32_t partition, std::span<const std::byte> payload,
-                           kafka_delivery_listener& listener, refusal& why) override
+    enqueue_result produce(std::uint32_t partition, std::span<const std::byte> payload, append_listener* listener,
+                           refusal& why) override
     {
         const std::shared_lock lock(close_mutex_);
         if (closed_) {
             return enqueue_result::closed;
         }
         in_flight_.fetch_add(1, std::memory_order_relaxed);
-        // The payload is copied (F_COPY); `listener` is the record's opaque, handed to on_delivery.
+        // The payload is copied (F_COPY); `listener` (null: unawaited) is the record's opaque,
+        // handed to on_delivery.
         const int result =
             rd_kafka_produce(topic_, static_cast<std::int32_t>(partition), RD_KAFKA_MSG_F_COPY,
-                             const_cast<std::byte*>(payload.data()), payload.size(), nullptr, 0, &listener);
+                             const_cast<std::byte*>(payload.data()), payload.size(), nullptr, 0, listener);
         if (result == 0) {
             serve_reports();
             return enqueue_result::queued;
@@ -192,8 +193,6 @@ public:
 
     std::size_t in_flight() const noexcept override { return in_flight_.load(std::memory_order_acquire); }
 
-    kafka_delivery_listener& unawaited_listener() noexcept override { return unawaited_; }
-
     std::uint64_t unawaited_failures() const noexcept override { return unawaited_.failures(); }
 
     kafka_topic_offsets read_offsets(const std::vector<std::string>& groups, std::chrono::milliseconds timeout) override
@@ -205,13 +204,19 @@ private:
     static void on_delivery(rd_kafka_t*, const rd_kafka_message_t* message, void* opaque)
     {
         auto& self = *static_cast<producer_client*>(opaque);
-        auto& listener = *static_cast<kafka_delivery_listener*>(message->_private);
-        if (message->err == RD_KAFKA_RESP_ERR_NO_ERROR) {
-            listener.delivered(message->partition, {}, {});
-        } else {
-            listener.delivered(message->partition, kafka_error_code(message->err),
-                               fmt::format("kafka topic '{}' partition {}: record not delivered: {}", self.topic_name_,
-                                           message->partition, rd_kafka_err2str(message->err)));
+        auto* listener = static_cast<append_listener*>(message->_private);
+        if (listener != nullptr) {
+            listener->acknowledged(1, message->err == RD_KAFKA_RESP_ERR_NO_ERROR ? boost::system::error_code()
+                                                                                 : kafka_error_code(message->err));
+        } else if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
+            try {
+                self.unawaited_.delivered(message->partition, kafka_error_code(message->err),
+                                          fmt::format("kafka topic '{}' partition {}: record not delivered: {}",
+                                                      self.topic_name_, message->partition,
+                                                      rd_kafka_err2str(message->err)));
+            } catch (...) {  // no memory for the detail: counted without it
+                self.unawaited_.delivered(message->partition, kafka_error_code(message->err), std::string());
+            }
         }
         self.in_flight_.fetch_sub(1, std::memory_order_acq_rel);
     }

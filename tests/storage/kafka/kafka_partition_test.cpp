@@ -6,11 +6,14 @@
 
 #include "catch.hpp"
 
+#include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <span>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -28,6 +31,22 @@ bq::detail::kafka_record record_of(std::int64_t offset, int value)
     std::memcpy(record.value.data(), &value, sizeof value);
     return record;
 }
+
+/// A producer client for partitions whose appends these tests never call: it refuses everything.
+class refusing_producer final : public bq::detail::kafka_producer {
+public:
+    enqueue_result produce(std::uint32_t, std::span<const std::byte>, bq::append_listener*, refusal&) override
+    {
+        return enqueue_result::closed;
+    }
+    void close() noexcept override {}
+    std::size_t in_flight() const noexcept override { return 0; }
+    std::uint64_t unawaited_failures() const noexcept override { return 0; }
+    bq::detail::kafka_topic_offsets read_offsets(const std::vector<std::string>&, std::chrono::milliseconds) override
+    {
+        return {};
+    }
+};
 
 /// A member of one partition whose fetches the test sets: `fetch_from` is what a new assignment's
 /// client fetches (records from an offset on); `during_read` runs inside the next read, before it
@@ -92,7 +111,7 @@ TEST_CASE("a kafka pull that reads the records of an assignment made while it ra
           "fetch on, and loses none",
           "[kafka][partition]")
 {
-    partition_type partition("orders", 0, bq::raw_serializer<int>{});
+    partition_type partition("orders", 0, bq::raw_serializer<int>{}, std::make_shared<refusing_producer>());
     partition_type::cursor& reader = partition.open_cursor("billing");
     auto member = std::make_shared<scripted_member>();
     member->fetch_from(0, {10, 11});
@@ -124,7 +143,7 @@ TEST_CASE("a kafka assignment that fetches from below what its member committed 
           "records again",
           "[kafka][partition]")
 {
-    partition_type partition("orders", 0, bq::raw_serializer<int>{});
+    partition_type partition("orders", 0, bq::raw_serializer<int>{}, std::make_shared<refusing_producer>());
     partition_type::cursor& reader = partition.open_cursor("billing");
     auto member = std::make_shared<scripted_member>();
     member->fetch_from(40, {100});
@@ -147,7 +166,7 @@ TEST_CASE("a kafka assignment that fetches from below what its member committed 
 TEST_CASE("a kafka assignment to another member of the process delivers the records its client fetches",
           "[kafka][partition]")
 {
-    partition_type partition("orders", 0, bq::raw_serializer<int>{});
+    partition_type partition("orders", 0, bq::raw_serializer<int>{}, std::make_shared<refusing_producer>());
     partition_type::cursor& reader = partition.open_cursor("billing");
     auto first_member = std::make_shared<scripted_member>();
     first_member->fetch_from(7, {70, 71});

@@ -24,6 +24,9 @@ public:
     /// Consumer `consumer` of `group` detached (closed): it no longer counts as open, and its
     /// partitions are free. Called once.
     virtual void consumer_released(const std::string& group, std::size_t consumer) noexcept = 0;
+    /// What keeps consumer `consumer` of `group` from reading without failing an operation (outside
+    /// membership's `group_membership::consumer_problem`), or empty. Thread-safe; takes no group lock.
+    virtual std::string consumer_problem(const std::string& group, std::size_t consumer) const = 0;
 
 protected:
     consumer_membership() = default;

@@ -130,9 +130,15 @@ public:
         detach_if_idle();
     }
 
+    /// The latest operation's failure, else what its membership reports (a broker client that
+    /// cannot reach its cluster while a consume waits), else empty.
     std::string last_error() const override
     {
-        return last_error_.text();
+        std::string text = last_error_.text();
+        if (text.empty() && context_.membership != nullptr) {
+            text = context_.membership->consumer_problem(reader_.group(), context_.index);
+        }
+        return text;
     }
     void cancel() noexcept override
     {

@@ -7,8 +7,9 @@
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_membership.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_partition.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
-#include "bufferqueue/storage/kafka/detail/kafka_topic.hpp"
 #include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
 #include "bufferqueue/topic/partitioned_topic.hpp"
@@ -60,10 +61,6 @@ struct kafka_topic_options {
 
 namespace detail {
 
-/// Threads of each Kafka topic's own pool, where its consumers' pulls and commits run (a commit
-/// blocks one of them until the brokers answer).
-inline constexpr std::size_t kafka_commit_threads = 2;
-
 inline bool is_valid_kafka_topic_name(const std::string& name) noexcept
 {
     if (name.empty() || name.size() > 249 || name == "." || name == "..") {
@@ -107,18 +104,6 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                    format_message("must be between 1 ms and {} ms (got {} ms)", std::numeric_limits<int>::max(),
                                   options.admin_timeout.count()));
 
-    topic_partitions<kafka_partition<T>> partitions;
-    partitions.reserve(options.partitions);
-    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        partitions.emplace_back(options.name, static_cast<std::int32_t>(partition), options.serializer);
-    }
-    auto consumers = std::static_pointer_cast<basic_topic<T, kafka_partition<T>>>(
-        build_topic(topic_settings<T>{.name = options.name, .partition_key = options.partition_key},
-                    std::move(partitions), context.executor(),
-                    // Commits wait for a broker: on threads of the topic's own, so an outage of its
-                    // cluster never holds the threads of the queue's persistent topics.
-                    [&context] { return context.dedicated_pool(kafka_commit_threads); }));
-    std::map<std::string, std::string> consumer_properties = options.properties;
     auto producer =
         kafka_producer::connect(kafka_producer_settings{.topic = options.name,
                                                         .partitions = options.partitions,
@@ -127,18 +112,29 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
                                                         .connect_timeout = options.connect_timeout,
                                                         .executor = context.executor(),
                                                         .delivery_error_sink = std::move(options.delivery_error_sink)});
-    auto topic = std::make_shared<kafka_topic<T>>(
-        typename kafka_topic<T>::settings{.name = std::move(options.name),
-                                          .partitions = static_cast<std::uint32_t>(options.partitions),
-                                          .partition_key = std::move(options.partition_key),
-                                          .serializer = std::move(options.serializer),
-                                          .executor = context.executor(),
-                                          .producer = std::move(producer),
-                                          .consumers = std::move(consumers),
-                                          .bootstrap_servers = options.bootstrap_servers,
-                                          .properties = std::move(consumer_properties),
-                                          .admin_timeout = options.admin_timeout});
-    return registered_topic_access::make(std::move(topic));
+    // The topic layer routes (keys as on memory and mmap topics, round robin otherwise) and runs
+    // the consumer groups; each partition hands its records to the producer, and the membership
+    // makes every consumer a member of the Kafka group, whose rebalances assign its partitions.
+    topic_partitions<kafka_partition<T>> partitions;
+    partitions.reserve(options.partitions);
+    std::vector<kafka_partition<T>*> stored;
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        stored.push_back(
+            &partitions.emplace_back(options.name, static_cast<std::int32_t>(partition), options.serializer, producer));
+    }
+    auto membership = std::make_shared<kafka_membership<T>>(
+        typename kafka_membership<T>::settings{.topic = options.name,
+                                               .partitions = std::move(stored),
+                                               .producer = producer,
+                                               .bootstrap_servers = options.bootstrap_servers,
+                                               .properties = std::move(options.properties),
+                                               .admin_timeout = options.admin_timeout,
+                                               .executor = context.executor()});
+    return make_partitioned_topic(context,
+                                  topic_settings<T>{.name = std::move(options.name),
+                                                    .partition_key = std::move(options.partition_key),
+                                                    .membership = std::move(membership)},
+                                  std::move(partitions));
 }
 
 }  // namespace detail

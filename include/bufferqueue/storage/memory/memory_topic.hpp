@@ -85,7 +85,8 @@ std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boo
                                          .partition_key = std::move(options.partition_key),
                                          .bounded_capacity = options.bounded_capacity,
                                          .full_mode = options.full_mode},
-                       std::move(partitions), std::move(executor), [] { return std::shared_ptr<io_pool>(); });
+                       std::move(partitions), std::move(executor),
+                       [](std::size_t) { return std::shared_ptr<io_pool>(); });
 }
 
 }  // namespace detail

@@ -69,7 +69,9 @@ public:
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
           executor_(std::move(configuration.executor)), slots_(std::move(slots)),
-          resources_(std::move(configuration.resources)), runner_(std::move(configuration.blocking_pool)),
+          resources_(std::move(configuration.resources)),
+          produce_runner_(storage_appends_block<Partition>() ? configuration.blocking_pool : nullptr),
+          runner_(std::move(configuration.blocking_pool)),
           router_(slots_, configuration.producer_lanes, configuration.bounded_capacity.has_value())
     {
         if (configuration.bounded_capacity) {
@@ -91,9 +93,10 @@ public:
     std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
     const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
     const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
-    const storage_runner& runner() const noexcept override { return runner_; }
+    const storage_runner& runner() const noexcept override { return produce_runner_; }
     bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
-    slot_type& slot(std::size_t partition) noexcept { return *slots_[partition]; }
+    /// Partition `partition`'s storage, to look at (tests, tools); `partition` < `partition_count()`.
+    const Partition& storage_of(std::size_t partition) const noexcept { return slots_[partition]->storage; }
 
     void close() noexcept override
     {
@@ -274,9 +277,10 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
     std::optional<capacity_gate> gate_;
-    std::shared_ptr<void> resources_;    // released by close()
-    const storage_runner runner_;        // decided once: the queue's I/O pool for blocking storage
-    topic_router<T, Partition> router_;  // over slots_
+    std::shared_ptr<void> resources_;      // released by close()
+    const storage_runner produce_runner_;  // decided once: the pool when appends block, else inline
+    const storage_runner runner_;          // decided once: the consumers' (the I/O pool for blocking storage)
+    topic_router<T, Partition> router_;    // over slots_
     alignas(64) std::atomic<bool> closed_{false};
     consumer_groups<T, Partition> groups_;
     // Outside membership, when the backend has it (destroyed before groups_, which the port reaches).

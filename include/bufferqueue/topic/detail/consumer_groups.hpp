@@ -257,6 +257,11 @@ public:
         }
     }
 
+    std::string consumer_problem(const std::string& group, std::size_t consumer) const override
+    {
+        return outside_ != nullptr ? outside_->consumer_problem(group, consumer) : std::string();
+    }
+
 private:
     using owners_type = partition_owners<T, Partition>;
     using keep_alive = typename owners_type::keep_alive;

@@ -98,10 +98,11 @@ public:
     virtual std::uint32_t partition_count() const noexcept = 0;
     virtual const key_selector<T>& partition_key() const noexcept = 0;
     virtual const boost::asio::any_io_executor& executor() const noexcept = 0;
-    /// Where asynchronous operations run their storage calls (see `storage_runner`): inline for
-    /// storage that never blocks (memory), on the queue's I/O pool for blocking storage (mmap: msync,
-    /// fsync, rename), so they never block an executor thread of the application. Decided once, when
-    /// the topic is made.
+    /// Where asynchronous produces run their storage calls (see `storage_runner`): inline for
+    /// storage whose appends never block (memory, a broker's client), on the queue's I/O pool for
+    /// blocking storage (mmap: msync, fsync, rename), so they never block an executor thread of the
+    /// application. Decided once, when the topic is made (`storage_appends_block`); consumers get
+    /// their own (`consumer_base::runner`).
     virtual const storage_runner& runner() const noexcept = 0;
 
     /// Stores `items` now if possible; `partitions` holds each item's key partition, or is null

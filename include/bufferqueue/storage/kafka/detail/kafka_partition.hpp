@@ -1,11 +1,13 @@
-// Internal: the storage partition behind the consumers of a Kafka topic - records a group member
-// read, decoded and held until committed (see docs/kafka.md "Pull consumers").
+// Internal: the storage partition of a Kafka topic - appends handed to the topic's producer client,
+// acknowledged by its delivery reports; records a group member read, decoded and held until
+// committed (see docs/kafka.md "Pull consumers").
 #pragma once
 
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_group_member.hpp"
+#include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
@@ -23,8 +25,10 @@
 
 namespace bufferqueue::detail {
 
-/// One partition of a Kafka topic as the shared consumer logic sees it. It never stores: producing
-/// goes through the topic's producer client, so `append` refuses. Each group's `cursor` reads
+/// One partition of a Kafka topic as the topic layer sees it (an `acknowledging_partition`).
+/// Appends encode each item and hand the record for this partition to the topic's producer client
+/// (shared by the partitions): `append_acknowledged`'s items are acknowledged by their delivery
+/// reports, `append`'s failures go to the producer's error sink. Each group's `cursor` reads
 /// through the group member that owns the partition now (set by that member's rebalance listener)
 /// and keeps the records from the group's committed position on, decoded, until a commit passes
 /// them: a batch pulled again without a commit is the same batch, as on memory topics.
@@ -93,8 +97,12 @@ public:
                                     // commit (`skip()`) passes it
     };
 
-    kafka_partition(std::string topic, std::int32_t partition, any_serializer<T> serializer)
-        : topic_(std::move(topic)), partition_(partition), serializer_(std::move(serializer))
+    /// `producer` (connected, shared by the topic's partitions) takes the appended records; the
+    /// first partition to close closes it.
+    kafka_partition(std::string topic, std::int32_t partition, any_serializer<T> serializer,
+                    std::shared_ptr<kafka_producer> producer)
+        : topic_(std::move(topic)), partition_(partition), serializer_(std::move(serializer)),
+          producer_(std::move(producer))
     {
     }
 
@@ -102,11 +110,18 @@ public:
     /// Records arrived for some group's member (listener's `records_available`).
     void notify() const noexcept { waker_.notify(); }
 
-    void append(const item_source<T>&, std::size_t&)
+    /// Hands the records to the producer without waiting (`try_produce`); a record the brokers do
+    /// not acknowledge later is counted and told to the error sink. Throws as `append_acknowledged`.
+    void append(const item_source<T>& source, std::size_t& handed) { hand_over(source, handed, nullptr); }
+
+    /// Hands the records to the producer; each delivery report acknowledges one item to `listener`.
+    /// Throws `bufferqueue::error` naming topic and partition, with `handed` the records taken:
+    /// `errc::queue_full` when librdkafka's send queue is full (`queue.buffering.max.messages`),
+    /// `errc::closed` after `close`, `errc::invalid_argument` for a record librdkafka refuses (too
+    /// large), else librdkafka's refusal (`kafka_error_code`); what the serializer throws.
+    void append_acknowledged(const item_source<T>& source, std::size_t& handed, append_listener& listener)
     {
-        throw error(errc::invalid_argument, "kafka topic '" + topic_ +
-                                                "': records are produced through the "
-                                                "topic's producer client, not appended");
+        hand_over(source, handed, &listener);
     }
 
     cursor& open_cursor(std::string_view group)
@@ -279,7 +294,13 @@ public:
         }
     }
 
-    void close() noexcept { closed_.store(true, std::memory_order_release); }
+    /// Stops pulls and closes the producer: records not acknowledged yet are purged, their
+    /// listeners hear `errc::closed`.
+    void close() noexcept
+    {
+        closed_.store(true, std::memory_order_release);
+        producer_->close();
+    }
 
     // Statistics (docs/kafka.md "Statistics"): the last numbers known in this process, never a
     // broker round trip (these are called on consumers' paths: `pull_consumer::lag`). The topic's
@@ -309,6 +330,26 @@ public:
     }
 
 private:
+    void hand_over(const item_source<T>& source, std::size_t& handed, append_listener* listener)
+    {
+        std::vector<std::byte> payload;
+        kafka_producer::refusal why;
+        for (; handed < source.count; ++handed) {
+            payload.clear();
+            serializer_.serialize(source[handed], payload);  // throws what the serializer throws
+            switch (producer_->produce(static_cast<std::uint32_t>(partition_), payload, listener, why)) {
+            case kafka_producer::enqueue_result::queued: break;
+            case kafka_producer::enqueue_result::queue_full:
+                throw error(errc::queue_full,
+                            format_message("kafka topic '{}' partition {}: librdkafka's send queue is full", topic_,
+                                           partition_));
+            case kafka_producer::enqueue_result::closed:
+                throw error(errc::closed, format_message("kafka topic '{}' partition {}: closed", topic_, partition_));
+            case kafka_producer::enqueue_result::failed: throw error(static_cast<errc>(why.error.value()), why.detail);
+            }
+        }
+    }
+
     // Drops what the cursor decoded from an earlier fetch (raw_ is the caller's).
     static void forget_fetched(cursor& reader) noexcept
     {
@@ -342,7 +383,8 @@ private:
     const std::string topic_;
     const std::int32_t partition_;
     const any_serializer<T> serializer_;
-    partition_waker waker_;  // set once, before any consumer exists
+    const std::shared_ptr<kafka_producer> producer_;  // shared by the topic's partitions
+    partition_waker waker_;                           // set once, before any consumer exists
     std::atomic<bool> closed_{false};
     std::atomic<std::uint64_t> end_{0};       // last known end offset (brokers, or records read)
     std::atomic<std::uint64_t> earliest_{0};  // last known earliest offset (brokers)
@@ -354,10 +396,14 @@ private:
 
 namespace bufferqueue {
 
-/// Kafka partitions commit with a broker round trip: the consumers' operations run on the I/O pool.
+/// Kafka partitions commit with a broker round trip: the consumers' operations run on a pool of
+/// the topic's own (an outage of its cluster never holds the threads of the queue's persistent
+/// topics); appends only hand records to librdkafka, so produces run inline.
 template <class T>
 struct storage_traits<detail::kafka_partition<T>> {
     static constexpr bool blocking = true;
+    static constexpr bool blocking_appends = false;
+    static constexpr std::size_t own_pool_threads = 2;
     static constexpr std::string_view backend_name = "kafka";
 };
 

@@ -2,6 +2,7 @@
 // librdkafka calls live in src/storage/kafka/, so programs using Kafka topics never compile them).
 #pragma once
 
+#include "bufferqueue/storage/append_listener.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_offsets.hpp"
 #include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
 
@@ -19,25 +20,6 @@
 
 namespace bufferqueue::detail {
 
-/// Receives the delivery report of every record handed to a `kafka_producer` with it (`partition`
-/// is the record's): `error` is
-/// empty once the broker acknowledged the record (per `acks`), else the record was not stored
-/// (`errc::timed_out`, `errc::io_error`, `errc::closed` when the topic closed first, ...) and
-/// `detail` names topic, partition and librdkafka's reason. Called on the topic's executor (the
-/// delivery reports are served there), or inside `kafka_producer::close`; must not throw or block.
-class kafka_delivery_listener {
-public:
-    kafka_delivery_listener(const kafka_delivery_listener&) = delete;
-    kafka_delivery_listener& operator=(const kafka_delivery_listener&) = delete;
-    virtual ~kafka_delivery_listener() = default;
-
-    virtual void delivered(std::int32_t partition, boost::system::error_code error,
-                           const std::string& detail) noexcept = 0;
-
-protected:
-    kafka_delivery_listener() = default;
-};
-
 /// What `kafka_producer::connect` needs: the validated options of a Kafka topic.
 struct kafka_producer_settings {
     std::string topic;
@@ -47,7 +29,7 @@ struct kafka_producer_settings {
     std::chrono::milliseconds connect_timeout{10000};
     /// Where delivery reports are served (an Asio descriptor waits on the client's event fd there).
     boost::asio::any_io_executor executor;
-    /// Told about every failed record handed over with `unawaited_listener()`; may be empty.
+    /// Told about every failed record handed over without a listener (`try_produce`); may be empty.
     kafka_delivery_error_sink delivery_error_sink;
 };
 
@@ -55,6 +37,11 @@ struct kafka_producer_settings {
 /// metadata first. Delivery reports are served without a polling thread: librdkafka signals its
 /// main queue's event descriptor (an eventfd), an Asio `stream_descriptor` waits on it on the
 /// topic's executor, and each wake-up drains the queue with non-blocking `rd_kafka_poll(0)` calls.
+/// A delivery report goes to the record's `append_listener` (one `acknowledged(1, error)` per
+/// record: empty once the broker acknowledged it per `acks`, else `errc::timed_out`, `io_error`,
+/// `closed` when the producer closed first, ...), or, for a record handed over without one, to
+/// the failure count and `delivery_error_sink` (with a detail naming topic, partition and
+/// librdkafka's reason).
 ///
 /// Thread-safety: `produce` may be called from many threads at once; `close` from any thread, once
 /// or more. Listeners are called on the executor (serialized: one chain of waits), or inside
@@ -88,10 +75,11 @@ public:
     virtual ~kafka_producer() = default;
 
     /// Hands one record (copied) for `partition` to librdkafka without waiting; on `queued`,
-    /// `listener` (which must stay alive until then) gets its delivery report later. `why` is set on
-    /// `failed`. Thread-safe; allocates only when it fails.
+    /// `listener` (which must stay alive until then) gets its delivery report later, or, when null,
+    /// a failure is counted and told to the error sink. `why` is set on `failed`. Thread-safe;
+    /// allocates only when it fails.
     virtual enqueue_result produce(std::uint32_t partition, std::span<const std::byte> payload,
-                                   kafka_delivery_listener& listener, refusal& why) = 0;
+                                   append_listener* listener, refusal& why) = 0;
 
     /// Stops serving delivery reports and purges the records not yet acknowledged: their listeners
     /// get `errc::closed` inside this call. Idempotent, thread-safe, noexcept. The client is
@@ -101,11 +89,7 @@ public:
     /// Records handed over whose delivery report has not been served yet (tests, metrics).
     virtual std::size_t in_flight() const noexcept = 0;
 
-    /// The listener for records nobody waits for (`try_produce`): it counts failed deliveries and
-    /// tells `settings.delivery_error_sink`. Lives as long as the producer.
-    virtual kafka_delivery_listener& unawaited_listener() noexcept = 0;
-
-    /// How many records handed over with `unawaited_listener()` failed so far.
+    /// How many records handed over without a listener failed so far.
     virtual std::uint64_t unawaited_failures() const noexcept = 0;
 
     /// Asks the brokers, through this client, for every partition's earliest and end offsets and
