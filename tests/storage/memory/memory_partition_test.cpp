@@ -688,6 +688,28 @@ TEST_CASE("memory partition: a group opened before a lane's first append reads t
     }
 }
 
+namespace {
+
+/// Pulls (up to 100 items), releases and commits batches until `reader` has nothing left (at most
+/// 10); returns them sorted, so a test compares the batches each lane made, not their order.
+std::vector<std::vector<int>> sorted_batches(memory_partition<int>& partition, memory_partition<int>::cursor& reader)
+{
+    std::vector<std::vector<int>> batches;
+    for (int round = 0; round < 10; ++round) {
+        const bq::pull_result<int> pulled = partition.pull(reader, 100);
+        if (pulled.items.empty()) {
+            break;
+        }
+        batches.push_back(values_of(pulled));
+        partition.release_batch(reader);
+        partition.commit(reader, pulled.next_offset);
+    }
+    std::sort(batches.begin(), batches.end());
+    return batches;
+}
+
+}  // namespace
+
 TEST_CASE("memory partition: an append on behalf of another producing thread goes to the lane its source names",
           "[memory][storage]")
 {
@@ -704,17 +726,7 @@ TEST_CASE("memory partition: an append on behalf of another producing thread goe
         REQUIRE(append(partition, range(100, 102)) == 2);
     }).join();
 
-    std::vector<std::vector<int>> batches;
-    for (int round = 0; round < 10; ++round) {
-        const bq::pull_result<int> pulled = partition.pull(reader, 100);
-        if (pulled.items.empty()) {
-            break;
-        }
-        batches.push_back(values_of(pulled));
-        partition.release_batch(reader);
-        partition.commit(reader, pulled.next_offset);
-    }
-    std::sort(batches.begin(), batches.end());
+    const std::vector<std::vector<int>> batches = sorted_batches(partition, reader);
     // One batch per lane: this thread's items together and in order, the other thread's own apart.
     CHECK(batches == std::vector<std::vector<int>>{range(0, 6), range(100, 102)});
 }
@@ -738,17 +750,7 @@ TEST_CASE("memory partition: an append whose source names no lane goes to the sh
         append_to_lane(range(14, 16), 99);
     }).join();
     append_to_lane(range(16, 18), bq::item_source<int>::shared_lane);
-    std::vector<std::vector<int>> batches;
-    for (int round = 0; round < 10; ++round) {
-        const bq::pull_result<int> pulled = partition.pull(reader, 100);
-        if (pulled.items.empty()) {
-            break;
-        }
-        batches.push_back(values_of(pulled));
-        partition.release_batch(reader);
-        partition.commit(reader, pulled.next_offset);
-    }
-    std::sort(batches.begin(), batches.end());
+    const std::vector<std::vector<int>> batches = sorted_batches(partition, reader);
     CHECK(batches == std::vector<std::vector<int>>{range(0, 2), range(12, 18)});
 }
 
