@@ -119,6 +119,9 @@ private:
 /// Threads: `consumers_created`, `consumer_closed`, `remove_group`, `refresh_statistics` and
 /// `consumer_problem` may be called from different threads at once; `bind` comes first. `consumer_closed` may still
 /// come after `close` (the topic closes its consumers after leaving the groups): it then has nothing to do.
+/// `consumers_created` and `consumer_closed` come one at a time, in the order the consumers were
+/// created and closed: a group's consumer `i` that closed is reported before the group is created
+/// again, so (group, index) names one consumer at a time.
 class group_membership {
 public:
     group_membership(const group_membership&) = delete;

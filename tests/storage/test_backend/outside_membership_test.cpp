@@ -18,7 +18,9 @@
 #include <cstddef>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -150,6 +152,35 @@ TEST_CASE("test backend: the outside membership rebalances when consumers join a
     }));
     std::sort(received.begin(), received.end());
     CHECK(received == bufferqueue::test::range(0, 20));
+}
+
+TEST_CASE("test backend: a group opened again while the membership still hears of its last consumer's close gets "
+          "its partitions",
+          "[test_backend][membership][concurrency]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    auto membership = std::make_shared<tb::test_backend_membership>(2);
+    queue.add_topic(topic_of("reopened", 2, membership));
+    auto first = queue.create_pull_consumer<int>({.topic = "reopened", .group = "g"});
+    REQUIRE(run_until(io, [&] { return first.partitions().size() == 2; }));
+
+    // The close is reported to the membership slowly, on another thread; the group is opened again
+    // in the meantime. The membership must hear of that close before the new consumer's creation,
+    // or it takes the new consumer 0 for the one that left: it stops counting it (a Kafka topic's
+    // new member leaves the group), so the next rebalance gives it nothing.
+    membership->slow_close_reports(300ms);
+    std::thread closing([&] { first.close(); });
+    const bool report_begun = run_until(io, [&] { return membership->closes_begun() == 1; });
+    std::optional<bq::pull_consumer<int>> second;
+    if (report_begun) {
+        second.emplace(queue.create_pull_consumer<int>({.topic = "reopened", .group = "g"}));
+    }
+    closing.join();
+    REQUIRE(report_begun);
+    CHECK(membership->closed_consumers() == 1);
+    CHECK(membership->open_consumers("g") == std::set<std::size_t>{0});
+    CHECK(run_until(io, [&] { return second->partitions().size() == 2; }));
 }
 
 TEST_CASE("test backend: statistics and remove_group reach the outside membership, and its port refuses calls once "

@@ -55,6 +55,13 @@ public:
 
     void consumer_closed(const std::string& group, std::size_t consumer) noexcept override
     {
+        std::chrono::milliseconds slow{0};
+        {
+            const std::lock_guard lock(mutex_);
+            ++closes_begun_;
+            slow = slow_close_reports_;
+        }
+        std::this_thread::sleep_for(slow);  // a membership slow to act on a leave (slow_close_reports)
         {
             const std::lock_guard lock(mutex_);
             const auto found = groups_.find(group);
@@ -102,6 +109,29 @@ public:
     {
         const std::lock_guard lock(mutex_);
         manual_ = true;
+    }
+
+    /// From now on, every `consumer_closed` waits `delay` before it acts (a membership that is slow
+    /// to act on a leave), so a test can run something while a close report is in flight.
+    void slow_close_reports(std::chrono::milliseconds delay)
+    {
+        const std::lock_guard lock(mutex_);
+        slow_close_reports_ = delay;
+    }
+
+    /// The consumers of `group` the membership counts as open (its next rebalance shares among them).
+    std::set<std::size_t> open_consumers(const std::string& group) const
+    {
+        const std::lock_guard lock(mutex_);
+        const auto found = groups_.find(group);
+        return found != groups_.end() ? found->second.open : std::set<std::size_t>{};
+    }
+
+    /// `consumer_closed` calls begun so far (those of `closed_consumers` and any still waiting).
+    std::size_t closes_begun() const
+    {
+        const std::lock_guard lock(mutex_);
+        return closes_begun_;
     }
 
     /// The port the topic bound (to move partitions by hand).
@@ -210,15 +240,17 @@ private:
     const std::chrono::microseconds delay_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
-    bufferqueue::membership_port port_;          // guarded by mutex_
-    std::map<std::string, group_state> groups_;  // guarded by mutex_
-    bool manual_ = false;                        // guarded by mutex_
-    bool closed_ = false;                        // guarded by mutex_
-    std::size_t rebalances_ = 0;                 // guarded by mutex_
-    std::size_t closed_consumers_ = 0;           // guarded by mutex_
-    std::size_t statistics_refreshes_ = 0;       // guarded by mutex_
-    std::vector<std::string> removed_groups_;    // guarded by mutex_
-    std::thread thread_;                         // last: starts after the members it reads are initialized
+    bufferqueue::membership_port port_;                // guarded by mutex_
+    std::map<std::string, group_state> groups_;        // guarded by mutex_
+    bool manual_ = false;                              // guarded by mutex_
+    bool closed_ = false;                              // guarded by mutex_
+    std::size_t rebalances_ = 0;                       // guarded by mutex_
+    std::size_t closed_consumers_ = 0;                 // guarded by mutex_
+    std::size_t closes_begun_ = 0;                     // guarded by mutex_
+    std::chrono::milliseconds slow_close_reports_{0};  // guarded by mutex_
+    std::size_t statistics_refreshes_ = 0;             // guarded by mutex_
+    std::vector<std::string> removed_groups_;          // guarded by mutex_
+    std::thread thread_;                               // last: starts after the members it reads are initialized
 };
 
 }  // namespace bufferqueue_test_backend

@@ -197,18 +197,7 @@ public:
                                  .topic_closed = &closed_,
                                  .gate = gate_ ? &*gate_ : nullptr,
                                  .keep_alive = this->shared_from_this()};
-        std::vector<std::shared_ptr<consumer_base<T>>> made = groups_.create(name_, slots_, options, count, context);
-        if (membership_) {
-            try {
-                membership_->consumers_created(options.group, made.size());
-            } catch (...) {
-                for (const auto& each : made) {
-                    each->close();
-                }
-                throw;
-            }
-        }
-        return made;
+        return groups_.create(name_, slots_, options, count, context);  // tells the membership
     }
 
     topic_stats stats() override

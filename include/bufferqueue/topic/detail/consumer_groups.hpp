@@ -49,86 +49,30 @@ public:
     /// membership (`use_outside_membership`). `base` is the topic's part of
     /// every consumer's context. Throws `bufferqueue::error`: `too_many_consumers`, `closed`,
     /// `group_exists`, or what opening a cursor threw (then no partition keeps the new group).
+    ///
+    /// Under outside membership, the membership then hears `consumers_created` (if it throws, the
+    /// new consumers are closed and it is rethrown). A group's creations and its consumers'
+    /// `consumer_closed` reach the membership one at a time, in the order they happened here: the
+    /// close of a group's last consumer is reported before the group's next creation.
     template <class Slots>
     std::vector<std::shared_ptr<consumer_base<T>>> create(const std::string& topic, const Slots& slots,
                                                           const pull_consumer_options& options, std::size_t count,
                                                           const consumer_context& base)
     {
-        const std::size_t partitions = slots.size();
-        if (count < 1 || count > partitions) {
-            throw error(errc::too_many_consumers,
-                        format_message("topic '{}' group '{}': {} consumers requested, but the count must be between "
-                                       "1 and the topic's {} partitions",
-                                       topic, options.group, count, partitions));
+        if (outside_ == nullptr) {
+            return create_consumers(topic, slots, options, count, base);
         }
-        std::lock_guard lock(mutex_);
-        if (base.topic_closed->load(std::memory_order_acquire)) {
-            throw error(errc::closed, "topic '" + topic + "' is closed");
-        }
-        if (const auto found = groups_.find(options.group); found != groups_.end() && found->second.open != 0) {
-            throw error(
-                errc::group_exists,
-                format_message("topic '{}': consumer group '{}' already exists and {} of its consumers are open", topic,
-                               options.group, found->second.open));
-        }
-        // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
-        const auto release = [gate = base.gate](std::uint64_t items) {
-            if (gate != nullptr) {
-                gate->release(static_cast<std::size_t>(items));
-            }
-        };
-        const bool known = groups_.contains(options.group);
-        auto opened = open_group_cursors<typename Partition::cursor>(topic, slots, options.group, release);
+        const std::lock_guard order(membership_calls_mutex_);
+        std::vector<std::shared_ptr<consumer_base<T>>> made = create_consumers(topic, slots, options, count, base);
         try {
-            group_state& group = groups_[options.group];
-            std::uint64_t baseline = group.consumed_baseline;  // kept when reopened in this process
-            for (std::size_t partition = 0; !known && partition < partitions; ++partition) {
-                baseline += slots[partition]->storage.committed_items(*opened.cursors[partition]);
-            }
-            std::vector<entry> entries;
-            entries.reserve(partitions);
-            for (std::size_t partition = 0; partition < partitions; ++partition) {
-                entries.push_back(
-                    {partition, &slots[partition]->storage, &slots[partition]->signal, opened.cursors[partition]});
-            }
-            std::vector<std::weak_ptr<consumer_type>> members;
-            std::vector<std::size_t> owners(partitions);
-            std::vector<std::shared_ptr<consumer_type>> made;
-            const std::size_t base_share = partitions / count;
-            const std::size_t larger_shares = partitions % count;
-            std::size_t next_partition = 0;
-            if (outside_ != nullptr) {
-                std::fill(owners.begin(), owners.end(), owners_type::no_owner);  // the membership assigns
-            }
-            for (std::size_t index = 0; index < count; ++index) {
-                const std::size_t share = outside_ != nullptr ? 0 : base_share + (index < larger_shares ? 1 : 0);
-                std::vector<entry> assignments;
-                for (std::size_t i = 0; i < share; ++i, ++next_partition) {
-                    assignments.push_back(entries[next_partition]);
-                    owners[next_partition] = index;
-                }
-                consumer_context context = base;
-                context.membership = this;
-                context.index = index;
-                made.push_back(std::make_shared<consumer_type>(
-                    std::move(context), options,
-                    std::make_shared<const assignment_set<Partition>>(std::move(assignments))));
-                members.push_back(made.back());
-            }
-            std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
-            // Nothing throws from here on.
-            for (const auto& each : made) {
-                each->mark_counted();
-            }
-            group = group_state{count, {std::move(members), std::move(owners), std::move(entries)}, baseline};
-            return created;
+            outside_->consumers_created(options.group, made.size());
         } catch (...) {
-            if (!known) {
-                groups_.erase(options.group);
+            for (const auto& each : made) {
+                each->close();  // reports consumer_closed: the mutex is recursive
             }
-            undo_group_cursors(slots, options.group, opened.created_in, release);
             throw;
         }
+        return made;
     }
 
     /// True when some partition holds a position for `group`, or a consumer of it was created.
@@ -235,6 +179,11 @@ public:
 
     void consumer_released(const std::string& group, std::size_t consumer) noexcept override
     {
+        // Under outside membership, held until the membership heard of it (see `create`).
+        std::unique_lock order(membership_calls_mutex_, std::defer_lock);
+        if (outside_ != nullptr) {
+            order.lock();
+        }
         {
             keep_alive alive;  // released after the lock
             std::lock_guard lock(mutex_);
@@ -272,6 +221,89 @@ private:
         std::uint64_t consumed_baseline = 0;  // committed items, summed, when first opened here
     };
 
+    // `create` without telling the membership.
+    template <class Slots>
+    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const std::string& topic, const Slots& slots,
+                                                                    const pull_consumer_options& options,
+                                                                    std::size_t count, const consumer_context& base)
+    {
+        const std::size_t partitions = slots.size();
+        if (count < 1 || count > partitions) {
+            throw error(errc::too_many_consumers,
+                        format_message("topic '{}' group '{}': {} consumers requested, but the count must be between "
+                                       "1 and the topic's {} partitions",
+                                       topic, options.group, count, partitions));
+        }
+        std::lock_guard lock(mutex_);
+        if (base.topic_closed->load(std::memory_order_acquire)) {
+            throw error(errc::closed, "topic '" + topic + "' is closed");
+        }
+        if (const auto found = groups_.find(options.group); found != groups_.end() && found->second.open != 0) {
+            throw error(
+                errc::group_exists,
+                format_message("topic '{}': consumer group '{}' already exists and {} of its consumers are open", topic,
+                               options.group, found->second.open));
+        }
+        // All or nothing (group_cursors.hpp); a group reopened or known from disk is kept as it was.
+        const auto release = [gate = base.gate](std::uint64_t items) {
+            if (gate != nullptr) {
+                gate->release(static_cast<std::size_t>(items));
+            }
+        };
+        const bool known = groups_.contains(options.group);
+        auto opened = open_group_cursors<typename Partition::cursor>(topic, slots, options.group, release);
+        try {
+            group_state& group = groups_[options.group];
+            std::uint64_t baseline = group.consumed_baseline;  // kept when reopened in this process
+            for (std::size_t partition = 0; !known && partition < partitions; ++partition) {
+                baseline += slots[partition]->storage.committed_items(*opened.cursors[partition]);
+            }
+            std::vector<entry> entries;
+            entries.reserve(partitions);
+            for (std::size_t partition = 0; partition < partitions; ++partition) {
+                entries.push_back(
+                    {partition, &slots[partition]->storage, &slots[partition]->signal, opened.cursors[partition]});
+            }
+            std::vector<std::weak_ptr<consumer_type>> members;
+            std::vector<std::size_t> owners(partitions);
+            std::vector<std::shared_ptr<consumer_type>> made;
+            const std::size_t base_share = partitions / count;
+            const std::size_t larger_shares = partitions % count;
+            std::size_t next_partition = 0;
+            if (outside_ != nullptr) {
+                std::fill(owners.begin(), owners.end(), owners_type::no_owner);  // the membership assigns
+            }
+            for (std::size_t index = 0; index < count; ++index) {
+                const std::size_t share = outside_ != nullptr ? 0 : base_share + (index < larger_shares ? 1 : 0);
+                std::vector<entry> assignments;
+                for (std::size_t i = 0; i < share; ++i, ++next_partition) {
+                    assignments.push_back(entries[next_partition]);
+                    owners[next_partition] = index;
+                }
+                consumer_context context = base;
+                context.membership = this;
+                context.index = index;
+                made.push_back(std::make_shared<consumer_type>(
+                    std::move(context), options,
+                    std::make_shared<const assignment_set<Partition>>(std::move(assignments))));
+                members.push_back(made.back());
+            }
+            std::vector<std::shared_ptr<consumer_base<T>>> created(made.begin(), made.end());
+            // Nothing throws from here on.
+            for (const auto& each : made) {
+                each->mark_counted();
+            }
+            group = group_state{count, {std::move(members), std::move(owners), std::move(entries)}, baseline};
+            return created;
+        } catch (...) {
+            if (!known) {
+                groups_.erase(options.group);
+            }
+            undo_group_cursors(slots, options.group, opened.created_in, release);
+            throw;
+        }
+    }
+
     static std::uint64_t consumed_since_opened(const group_state& group) noexcept
     {
         std::uint64_t committed = 0;
@@ -308,6 +340,9 @@ private:
     }
 
     std::mutex mutex_;  // registration and reassignment only, never on a data path
+    // Orders the calls to the outside membership (`create`); taken before mutex_, never under it.
+    // Recursive: a creation the membership refused closes its consumers, which report their close.
+    std::recursive_mutex membership_calls_mutex_;
     // Each group created in this process.
     std::map<std::string, group_state, std::less<>> groups_;  // guarded by mutex_
     std::uint64_t removed_consumed_ = 0;                      // what removed groups had committed; mutex_

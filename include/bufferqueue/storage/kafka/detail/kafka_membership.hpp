@@ -193,7 +193,6 @@ public:
     void consumers_created(const std::string& group, std::size_t count) override
     {
         std::vector<std::shared_ptr<kafka_member_binding<T>>> joined;
-        std::vector<std::shared_ptr<kafka_member_binding<T>>> replaced;  // closed after the lock
         try {
             for (std::size_t index = 0; index < count; ++index) {
                 auto binding = std::make_shared<kafka_member_binding<T>>(
@@ -212,22 +211,14 @@ public:
             }
             groups_.insert(group);
             for (std::size_t index = 0; index < joined.size(); ++index) {
-                // A member of an earlier consumer at this index whose close was not reported yet
-                // (the group was created again meanwhile) leaves now, after the lock.
-                std::shared_ptr<kafka_member_binding<T>>& slot = members_[key(group, index)];
-                if (slot) {
-                    replaced.push_back(std::move(slot));
-                }
-                slot = joined[index];
+                // No earlier member at this index: its consumer's close came first (group_membership.hpp).
+                members_[key(group, index)] = joined[index];
             }
         } catch (...) {
             for (const auto& each : joined) {
                 each->close();
             }
             throw;
-        }
-        for (const auto& each : replaced) {
-            each->close();
         }
     }
 
