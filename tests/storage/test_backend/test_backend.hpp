@@ -18,6 +18,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -64,6 +65,39 @@ public:
         return found == partitions_.end() ? std::thread::id() : found->second->last_append_thread();
     }
 
+    /// The thread that last pulled from partition `partition` (default id when none did).
+    std::thread::id last_pull_thread(std::size_t partition) const
+    {
+        std::lock_guard lock(mutex_);
+        const auto found = partitions_.find(partition);
+        return found == partitions_.end() ? std::thread::id() : found->second->last_pull_thread();
+    }
+
+    /// From now on, pulls from the attached partitions wait until `resume_pulls` (a storage whose
+    /// reads hang, as a broker's do in an outage), holding the thread that called them.
+    void stall_pulls()
+    {
+        std::lock_guard lock(stall_mutex_);
+        stalled_ = true;
+    }
+
+    /// Ends `stall_pulls`: the waiting pulls go on.
+    void resume_pulls()
+    {
+        {
+            std::lock_guard lock(stall_mutex_);
+            stalled_ = false;
+        }
+        resumed_.notify_all();
+    }
+
+    /// Pulls waiting in `stall_pulls` now.
+    std::size_t stalled_pulls() const
+    {
+        std::lock_guard lock(stall_mutex_);
+        return stalled_pulls_;
+    }
+
     /// How many partitions are attached now.
     std::size_t attached() const
     {
@@ -88,8 +122,21 @@ private:
         }
     }
 
+    // Called by a partition's pull, holding none of its locks.
+    void wait_while_stalled()
+    {
+        std::unique_lock lock(stall_mutex_);
+        ++stalled_pulls_;
+        resumed_.wait(lock, [this] { return !stalled_; });
+        --stalled_pulls_;
+    }
+
     mutable std::mutex mutex_;
     std::map<std::size_t, test_backend_partition<T>*> partitions_;  // guarded by mutex_
+    mutable std::mutex stall_mutex_;
+    std::condition_variable resumed_;
+    bool stalled_ = false;           // guarded by stall_mutex_
+    std::size_t stalled_pulls_ = 0;  // guarded by stall_mutex_: pulls waiting in wait_while_stalled
 };
 
 /// A storage partition (`bufferqueue::storage_partition`) over a std::deque guarded by a mutex.
@@ -179,6 +226,10 @@ public:
 
     bufferqueue::pull_result<T> pull(cursor& reader, std::size_t max_items)
     {
+        last_pull_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+        if (log_) {
+            log_->wait_while_stalled();
+        }
         std::lock_guard lock(mutex_);
         const std::uint64_t from = reader.committed.load(std::memory_order_relaxed);
         const std::uint64_t end = base_ + records_.size();
@@ -230,6 +281,7 @@ public:
     }
 
     std::thread::id last_append_thread() const noexcept { return last_append_thread_.load(std::memory_order_relaxed); }
+    std::thread::id last_pull_thread() const noexcept { return last_pull_thread_.load(std::memory_order_relaxed); }
 
 private:
     friend class test_backend_log<T>;
@@ -299,12 +351,22 @@ private:
     std::atomic<std::uint64_t> end_{0};       // base_ + records_.size(), published after every append
     std::atomic<std::uint64_t> earliest_{0};  // base_, for earliest_items()
     std::atomic<std::thread::id> last_append_thread_{};
+    std::atomic<std::thread::id> last_pull_thread_{};
 };
 
 /// The same partition, declared blocking (as a backend doing network I/O would be): its topic's
 /// asynchronous operations call it on the queue's blocking pool.
 template <class T>
 class test_backend_blocking_partition final : public test_backend_partition<T> {
+public:
+    using test_backend_partition<T>::test_backend_partition;
+};
+
+/// The same partition, declared as storage behind a network client (as Kafka's is): blocking, but
+/// its appends only hand items over (`blocking_appends = false`: produces call it inline), and its
+/// topic's reads and commits run on a pool of two threads of its own (`own_pool_threads`).
+template <class T>
+class test_backend_network_partition final : public test_backend_partition<T> {
 public:
     using test_backend_partition<T>::test_backend_partition;
 };
@@ -377,6 +439,14 @@ struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_blocki
     static constexpr std::string_view backend_name = "test-blocking";
 };
 
+template <class T>
+struct bufferqueue::storage_traits<bufferqueue_test_backend::test_backend_network_partition<T>> {
+    static constexpr bool blocking = true;
+    static constexpr bool blocking_appends = false;
+    static constexpr std::size_t own_pool_threads = 2;
+    static constexpr std::string_view backend_name = "test-network";
+};
+
 namespace bufferqueue_test_backend {
 
 static_assert(bufferqueue::storage_partition<test_backend_partition<int>, int>);
@@ -385,6 +455,10 @@ static_assert(bufferqueue::storage_partition_statistics<test_backend_partition<i
 static_assert(!bufferqueue::storage_traits<test_backend_partition<int>>::blocking);
 static_assert(bufferqueue::storage_partition<test_backend_blocking_partition<int>, int>);
 static_assert(bufferqueue::storage_traits<test_backend_blocking_partition<int>>::blocking);
+static_assert(!bufferqueue::storage_appends_block<test_backend_network_partition<int>>());
+static_assert(bufferqueue::storage_own_pool_threads<test_backend_network_partition<int>>() == 2);
+static_assert(bufferqueue::storage_appends_block<test_backend_blocking_partition<int>>());
+static_assert(bufferqueue::storage_own_pool_threads<test_backend_blocking_partition<int>>() == 0);
 static_assert(!bufferqueue::acknowledging_partition<test_backend_partition<int>, int>);
 static_assert(bufferqueue::storage_partition<test_backend_acknowledging_partition<int>, int>);
 static_assert(bufferqueue::acknowledging_partition<test_backend_acknowledging_partition<int>, int>);
@@ -407,6 +481,9 @@ struct test_backend_topic_options {
     /// Builds the topic over `test_backend_blocking_partition`, whose calls the handles make on the
     /// queue's blocking pool.
     bool blocking = false;
+    /// Builds the topic over `test_backend_network_partition` instead (blocking reads and commits on
+    /// a pool of the topic's own, appends inline); takes precedence over `blocking`.
+    bool network = false;
     /// When set, the topic's partitions acknowledge appends through it
     /// (`test_backend_acknowledging_partition`; `blocking` is then ignored). One per topic.
     std::shared_ptr<test_backend_acknowledger> acknowledger{};
@@ -456,6 +533,9 @@ bufferqueue::registered_topic make_topic(test_backend_topic_options<T> options, 
     if (options.acknowledger) {
         return implementation::make_test_backend_topic<test_backend_acknowledging_partition<T>>(std::move(options),
                                                                                                 context);
+    }
+    if (options.network) {
+        return implementation::make_test_backend_topic<test_backend_network_partition<T>>(std::move(options), context);
     }
     if (options.blocking) {
         return implementation::make_test_backend_topic<test_backend_blocking_partition<T>>(std::move(options), context);

@@ -390,6 +390,69 @@ TEST_CASE("test backend: a blocking partition is called on the queue's blocking 
     CHECK(std::vector<int>(received->begin(), received->end()) == std::vector<int>{2});
 }
 
+TEST_CASE("test backend: a network partition appends inline, and its topic reads on a pool of its own while the "
+          "queue's shared pool is held by a stalled storage",
+          "[test_backend][blocking]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    const auto stalled_log = std::make_shared<tb::test_backend_log<int>>();
+    const auto network_log = std::make_shared<tb::test_backend_log<int>>();
+    queue.add_topic(
+        tb::test_backend_topic_options<int>{.name = "stalled", .partitions = 2, .log = stalled_log, .blocking = true});
+    queue.add_topic(tb::test_backend_topic_options<int>{.name = "network", .log = network_log, .network = true});
+    struct resume_on_exit {
+        const std::shared_ptr<tb::test_backend_log<int>>& log;
+        ~resume_on_exit() { log->resume_pulls(); }  // a failed check must not leave pool threads waiting
+    } resume{stalled_log};
+
+    // Both threads of the queue's shared blocking pool wait in a stalled pull.
+    auto stalled_producer = queue.producer<int>("stalled");
+    auto stalled_consumers = queue.create_pull_consumers<int>(options_of("stalled", "g", true, 10), 2);
+    REQUIRE(stalled_producer.try_produce(std::vector<int>{1, 2}));  // one item per partition
+    stalled_log->stall_pulls();
+    std::size_t stalled_received = 0;
+    for (auto& consumer : stalled_consumers) {
+        consumer.consume([&](boost::system::error_code error, bq::batch<int> items) {
+            CHECK_FALSE(error);
+            stalled_received += items.size();
+        });
+    }
+    REQUIRE(run_until(io, [&] { return stalled_log->stalled_pulls() == 2; }));
+
+    // The network topic's produce calls its partition inline; its consume runs on its own pool.
+    auto network_producer = queue.producer<int>("network");
+    auto network_consumer = queue.create_pull_consumer<int>(options_of("network", "g", false, 10));
+    boost::system::error_code produced = bq::errc::invalid_argument;
+    bool produce_completed = false;
+    network_producer.produce(5, [&](boost::system::error_code error) {
+        produced = error;
+        produce_completed = true;
+    });
+    REQUIRE(run_until(io, [&] { return produce_completed; }));  // io.run() would wait for the stalled consumes
+    CHECK_FALSE(produced);
+    CHECK(network_log->last_append_thread(0) == std::this_thread::get_id());
+    std::optional<bq::batch<int>> received;
+    bool committed = false;
+    boost::asio::co_spawn(
+        io,
+        [&]() -> boost::asio::awaitable<void> {
+            received = co_await network_consumer.consume();
+            co_await network_consumer.commit();
+            committed = true;
+        },
+        rethrow_failure);
+    CHECK(run_until(io, [&] { return committed; }));
+    CHECK(stalled_log->stalled_pulls() == 2);  // the shared pool is still held all along
+    REQUIRE(received);
+    CHECK(std::vector<int>(received->begin(), received->end()) == std::vector<int>{5});
+    CHECK(network_log->last_pull_thread(0) != std::this_thread::get_id());
+    CHECK(network_log->last_pull_thread(0) != std::thread::id());
+
+    stalled_log->resume_pulls();
+    CHECK(run_until(io, [&] { return stalled_received == 2; }));
+}
+
 TEST_CASE("test backend: a partition reports its statistics in items", "[test_backend][statistics]")
 {
     tb::test_backend_partition<int> partition(nullptr, 0);
