@@ -124,10 +124,12 @@ public:
             dead_letter_producer<T>(options.topic, options.group, options.dead_letter_topic);
         std::vector<pull_consumer<T>> consumers;
         for (auto& state : find<T>(options.topic)->create_consumers(options, count)) {
-            consumers.emplace_back(std::move(state), dead_letters ? std::make_shared<detail::dead_letter_route<T>>(
-                                                                        *dead_letters, options.dead_letter_topic,
-                                                                        counters_of<T>(options.topic, options.group))
-                                                                  : nullptr);
+            consumers.emplace_back(std::move(state),
+                                   dead_letters
+                                       ? std::make_shared<detail::dead_letter_route<T>>(
+                                             std::make_shared<detail::producer_dead_letter_sink<T>>(*dead_letters),
+                                             options.dead_letter_topic, counters_of<T>(options.topic, options.group))
+                                       : nullptr);
         }
         return consumers;
     }

@@ -3,13 +3,18 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/consumer/detail/consume_operations.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
+#include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/error_code.hpp>
 
 #include <cstddef>
 #include <memory>
@@ -19,6 +24,29 @@
 #include <vector>
 
 namespace bufferqueue {
+
+namespace detail {
+
+/// The dead-letter sink of the pull consumers the registry makes: a producer of the dead-letter
+/// topic, one per consumer. Not thread-safe (one `send` at a time, as `dead_letter_sink` says).
+template <class T>
+class producer_dead_letter_sink final : public dead_letter_sink<T> {
+public:
+    explicit producer_dead_letter_sink(producer<dead_letter<T>> letters) noexcept : producer_(std::move(letters)) {}
+
+    boost::asio::awaitable<boost::system::error_code> send(dead_letter<T> letter) override
+    {
+        boost::system::error_code produced;
+        co_await producer_.produce(std::move(letter),
+                                   boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+        co_return produced;
+    }
+
+private:
+    producer<dead_letter<T>> producer_;
+};
+
+}  // namespace detail
 
 /// One consumer of a consumer group: it owns a contiguous share of the topic's partitions (fixed,
 /// unless a backend's group protocol assigns and revokes partitions; see docs/consumer-model.md)

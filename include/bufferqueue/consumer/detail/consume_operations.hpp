@@ -135,8 +135,8 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
         boost::system::error_code produced;
         std::string thrown;  // what the produce call threw (the dead-letter topic's key selector, a copy)
         try {
-            co_await route->letters().produce(route->letter_for(state->topic_name(), record, state->last_error()),
-                                              boost::asio::redirect_error(boost::asio::use_awaitable, produced));
+            produced =
+                co_await route->letters().send(route->letter_for(state->topic_name(), record, state->last_error()));
         } catch (const std::bad_alloc&) {
             produced = make_error_code(boost::asio::error::no_memory);
         } catch (...) {

@@ -7,9 +7,9 @@
 #include "bufferqueue/consumer/detail/last_error.hpp"
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/group_counters.hpp"
-#include "bufferqueue/producer.hpp"
 #include "bufferqueue/skipped_record.hpp"
 
+#include <boost/asio/awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <atomic>
@@ -20,16 +20,33 @@
 
 namespace bufferqueue::detail {
 
-/// One pull consumer's route to its dead-letter topic: the producer, the group's counters, and the
-/// consumer's routed `consume()` in progress. Thread-safe as documented per member.
+/// Where a route's letters go: a producer of the dead-letter topic, which the registry, above this
+/// layer, supplies (`producer_dead_letter_sink`, pull_consumer.hpp).
+template <class T>
+class dead_letter_sink {
+public:
+    dead_letter_sink(const dead_letter_sink&) = delete;
+    dead_letter_sink& operator=(const dead_letter_sink&) = delete;
+    virtual ~dead_letter_sink() = default;
+
+    /// Produces `letter` (awaited): completes with no error once the dead-letter topic acknowledged
+    /// it, or with the produce's error. Throws what the produce call throws (a key selector).
+    /// One call at a time per sink (the route's claiming consume).
+    virtual boost::asio::awaitable<boost::system::error_code> send(dead_letter<T> letter) = 0;
+
+protected:
+    dead_letter_sink() = default;
+};
+
+/// One pull consumer's route to its dead-letter topic: where letters go, the group's counters, and
+/// the consumer's routed `consume()` in progress. Thread-safe as documented per member.
 template <class T>
 class dead_letter_route {
 public:
-    /// `dead_letters` writes to the topic named `dead_letter_topic`; `counters` are the group's.
-    dead_letter_route(producer<dead_letter<T>> dead_letters, std::string dead_letter_topic,
+    /// `letters` writes to the topic named `dead_letter_topic`; `counters` are the group's.
+    dead_letter_route(std::shared_ptr<dead_letter_sink<T>> letters, std::string dead_letter_topic,
                       std::shared_ptr<group_counters> counters)
-        : producer_(std::move(dead_letters)), dead_letter_topic_(std::move(dead_letter_topic)),
-          counters_(std::move(counters))
+        : letters_(std::move(letters)), dead_letter_topic_(std::move(dead_letter_topic)), counters_(std::move(counters))
     {
     }
 
@@ -53,8 +70,8 @@ public:
     /// Whether `request_cancel` ran since the routed consume in progress began. Thread-safe.
     bool cancel_requested() const noexcept { return cancel_requested_.load(std::memory_order_acquire); }
 
-    /// The producer of the dead-letter topic (for the claiming consume only).
-    producer<dead_letter<T>>& letters() noexcept { return producer_; }
+    /// Where letters go (for the claiming consume only).
+    dead_letter_sink<T>& letters() noexcept { return *letters_; }
     const std::string& dead_letter_topic() const noexcept { return dead_letter_topic_; }
 
     /// The letter of `record` of `topic`, which did not decode with `error`. Allocates.
@@ -84,7 +101,7 @@ public:
     std::string failure() const { return failure_.text(); }
 
 private:
-    producer<dead_letter<T>> producer_;
+    const std::shared_ptr<dead_letter_sink<T>> letters_;
     const std::string dead_letter_topic_;
     const std::shared_ptr<group_counters> counters_;
     std::atomic<bool> busy_{false};              // a routed consume is in progress
