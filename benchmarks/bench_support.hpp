@@ -122,6 +122,45 @@ private:
     std::atomic<bool> stopping_{false};
 };
 
+/// Counts the items seen in a round; the thread that sees the last one records the time and wakes
+/// the waiting main thread (which sleeps in `std::atomic::wait`: no spinning thread beside the
+/// measured ones).
+struct round_tally {
+    explicit round_tally(std::size_t expected) : expected_(expected) {}
+
+    void start()
+    {
+        seen_.store(0, std::memory_order_relaxed);
+        finished_.store(false, std::memory_order_relaxed);
+        started_ = std::chrono::steady_clock::now();
+    }
+
+    void add(std::size_t count)
+    {
+        if (seen_.fetch_add(count, std::memory_order_acq_rel) + count == expected_) {
+            ended_ = std::chrono::steady_clock::now();
+            finished_.store(true, std::memory_order_release);
+            finished_.notify_one();
+        }
+    }
+
+    /// Waits for the round's end; its duration in seconds.
+    double wait()
+    {
+        finished_.wait(false, std::memory_order_acquire);
+        return std::chrono::duration<double>(ended_ - started_).count();
+    }
+
+    std::size_t seen() const { return seen_.load(std::memory_order_acquire); }
+
+private:
+    const std::size_t expected_;
+    alignas(64) std::atomic<std::size_t> seen_{0};
+    std::atomic<bool> finished_{false};
+    std::chrono::steady_clock::time_point started_{};
+    std::chrono::steady_clock::time_point ended_{};  // written before finished_ is released
+};
+
 /// The physical limit of moving the workload (issue 16's moonshot): one memcpy of the 8,192 ints
 /// (32 KiB) into a buffer. Manual time.
 inline void copy_limit(benchmark::State& state)

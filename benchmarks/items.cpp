@@ -1,24 +1,37 @@
-// Producing real items, moved in: a 64-byte trivially copyable record and a ~100-byte std::string,
-// 8,192 per round from every hardware thread's chunk, into a memory topic (try_produce(T&&), and
-// try_produce(std::vector<T>&&) per chunk) beside moodycamel at its best (capacity reserved,
-// producer tokens, enqueue(token, T&&) and enqueue_bulk of move iterators) and a mutex-guarded
-// deque moving the same items. Only the moves are timed: both sides build their input (allocating
-// the strings) before the round and drain and free it after, outside the timed region.
+// Real items: a 64-byte trivially copyable record and a ~100-byte std::string.
+// - Producing, moved in: 8,192 per round from every hardware thread's chunk, into a memory topic
+//   (try_produce(T&&), and try_produce(std::vector<T>&&) per chunk) beside moodycamel at its best
+//   (capacity reserved, producer tokens, enqueue(token, T&&) and enqueue_bulk of move iterators)
+//   and a mutex-guarded deque moving the same items. Only the moves are timed: both sides build
+//   their input (allocating the strings) before the round and drain and free it after.
+// - `co_await consume()`: consumer coroutines parked on io_context threads (one per hardware
+//   thread and partition, auto commit); the round moves the 8,192 items in as one batch and ends
+//   when the last one was seen, each item read (its id, or its size and first byte). The peer:
+//   moodycamel::BlockingConcurrentQueue at its best (capacity, a producer token, a consumer token
+//   per thread, `wait_dequeue_bulk` moving the items out into a buffer whose previous strings are
+//   freed as they are overwritten). The input is built outside the timed region on both sides;
+//   the strings are freed inside it on both (by the topic as its segments are recycled).
 #include "bufferqueue/bufferqueue.hpp"
 
 #include "bench_support.hpp"
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <concurrentqueue/blockingconcurrentqueue.h>
 #include <concurrentqueue/concurrentqueue.h>
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <iterator>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <thread>
 #include <type_traits>
 #include <utility>
 #include <vector>
@@ -164,6 +177,124 @@ void produce_moved(benchmark::State& state, side who, shape kind)
     bq::bench::set_items(state, message_count);
 }
 
+/// What a consumer reads of an item: a record's id and first byte, a string's size and first byte.
+template <class T>
+std::size_t touch(const T& item)
+{
+    if constexpr (std::is_same_v<T, record64>) {
+        return static_cast<std::size_t>(item.id) + static_cast<unsigned char>(item.payload[0]);
+    } else {
+        return item.size() + static_cast<unsigned char>(item.empty() ? 0 : item[0]);
+    }
+}
+
+/// The 8,192 items of one round, built outside the timed region.
+template <class T>
+std::vector<T> round_items()
+{
+    std::vector<T> items;
+    items.reserve(message_count);
+    for (std::size_t i = 0; i < message_count; ++i) {
+        items.push_back(make_item<T>(i));
+    }
+    return items;
+}
+
+template <class T>
+void awaited_consume_bufferqueue(benchmark::State& state, std::size_t batch_size)
+{
+    const std::size_t consumers = bq::bench::hardware_threads();
+    std::vector<std::unique_ptr<boost::asio::io_context>> contexts;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        contexts.push_back(std::make_unique<boost::asio::io_context>(1));
+    }
+    bq::buffer_queue queue(contexts.front()->get_executor());
+    queue.add_topic(bq::memory_topic_options<T>{.name = "awaited", .partitions = consumers});
+    bq::producer<T> producer = queue.producer<T>("awaited");
+    std::vector<bq::pull_consumer<T>> group = queue.create_pull_consumers<T>(
+        {.topic = "awaited", .group = "drain", .auto_commit = true, .batch_size = batch_size}, consumers);
+    bq::bench::round_tally tally(message_count);
+    std::vector<std::thread> threads;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        boost::asio::co_spawn(
+            *contexts[index],
+            [&consumer = group[index], &tally]() -> boost::asio::awaitable<void> {
+                for (;;) {
+                    bq::batch<T> delivered = co_await consumer.consume();
+                    std::size_t read = 0;
+                    for (const T& item : delivered) {
+                        read += touch(item);
+                    }
+                    benchmark::DoNotOptimize(read);
+                    tally.add(delivered.size());
+                }
+            },
+            boost::asio::detached);
+        threads.emplace_back([&context = *contexts[index]] { context.run(); });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every loop parked in consume()
+    for (auto _ : state) {
+        std::vector<T> items = round_items<T>();
+        tally.start();
+        const bool taken = producer.try_produce(std::move(items));
+        state.SetIterationTime(tally.wait());
+        if (!taken || tally.seen() != message_count) {
+            state.SkipWithError("the consumers did not see all 8,192 items");
+            break;
+        }
+    }
+    queue.close();  // ends every loop: a parked consume completes with operation_aborted
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    bq::bench::set_items(state, message_count);
+}
+
+template <class T>
+void awaited_consume_moodycamel(benchmark::State& state, std::size_t batch_size)
+{
+    const std::size_t consumers = bq::bench::hardware_threads();
+    moodycamel::BlockingConcurrentQueue<T> queue(message_count * 4);
+    moodycamel::ProducerToken producer_token(queue);
+    bq::bench::round_tally tally(message_count);
+    std::atomic<bool> stopping{false};
+    std::vector<std::thread> threads;
+    for (std::size_t index = 0; index < consumers; ++index) {
+        threads.emplace_back([&, batch_size] {
+            moodycamel::ConsumerToken token(queue);
+            std::vector<T> buffer(batch_size);
+            while (!stopping.load(std::memory_order_acquire)) {
+                const std::size_t taken =
+                    queue.wait_dequeue_bulk_timed(token, buffer.begin(), batch_size, std::chrono::milliseconds(50));
+                std::size_t read = 0;
+                for (std::size_t i = 0; i < taken; ++i) {
+                    read += touch(buffer[i]);
+                }
+                benchmark::DoNotOptimize(read);
+                if (taken > 0) {
+                    tally.add(taken);
+                }
+            }
+        });
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (auto _ : state) {
+        std::vector<T> items = round_items<T>();
+        tally.start();
+        const bool taken = queue.enqueue_bulk(producer_token, std::make_move_iterator(items.begin()), items.size());
+        state.SetIterationTime(tally.wait());
+        if (!taken || tally.seen() != message_count) {
+            state.SkipWithError("the consumers did not see all 8,192 items");
+            break;
+        }
+    }
+    stopping.store(true, std::memory_order_release);
+    for (std::thread& thread : threads) {
+        thread.join();
+    }
+    bq::bench::set_items(state, message_count);
+}
+
 void register_all()
 {
     const std::string p = "/p:" + std::to_string(bq::bench::hardware_threads());
@@ -183,6 +314,26 @@ void register_all()
                 ->UseManualTime()
                 ->Unit(benchmark::kMicrosecond);
         }
+    }
+    const std::string c = "/c:" + std::to_string(bq::bench::hardware_threads());
+    for (const std::size_t batch_size : {10, 100, 1000}) {
+        const std::string suffix = "/batch:" + std::to_string(batch_size) + c;
+        benchmark::RegisterBenchmark(("items/awaited_consume/struct64/bufferqueue" + suffix).c_str(),
+                                     awaited_consume_bufferqueue<record64>, batch_size)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("items/awaited_consume/struct64/moodycamel_blocking_best" + suffix).c_str(),
+                                     awaited_consume_moodycamel<record64>, batch_size)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("items/awaited_consume/string100/bufferqueue" + suffix).c_str(),
+                                     awaited_consume_bufferqueue<std::string>, batch_size)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
+        benchmark::RegisterBenchmark(("items/awaited_consume/string100/moodycamel_blocking_best" + suffix).c_str(),
+                                     awaited_consume_moodycamel<std::string>, batch_size)
+            ->UseManualTime()
+            ->Unit(benchmark::kMicrosecond);
     }
 }
 

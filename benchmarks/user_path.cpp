@@ -37,46 +37,7 @@ using bq::bench::messages;
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-/// Counts the items seen in a round; the thread that sees the last one records the time and wakes
-/// the waiting main thread (which sleeps in `std::atomic::wait`: no spinning thread beside the
-/// measured ones).
-struct round_tally {
-    explicit round_tally(std::size_t expected) : expected_(expected) {}
-
-    void start()
-    {
-        seen_.store(0, std::memory_order_relaxed);
-        finished_.store(false, std::memory_order_relaxed);
-        started_ = clock_type::now();
-    }
-
-    void add(std::size_t count)
-    {
-        if (seen_.fetch_add(count, std::memory_order_acq_rel) + count == expected_) {
-            ended_ = clock_type::now();
-            finished_.store(true, std::memory_order_release);
-            finished_.notify_one();
-        }
-    }
-
-    /// Waits for the round's end; its duration in seconds.
-    double wait()
-    {
-        finished_.wait(false, std::memory_order_acquire);
-        return std::chrono::duration<double>(ended_ - started_).count();
-    }
-
-    std::size_t seen() const { return seen_.load(std::memory_order_acquire); }
-
-private:
-    const std::size_t expected_;
-    alignas(64) std::atomic<std::size_t> seen_{0};
-    std::atomic<bool> finished_{false};
-    clock_type::time_point started_{};
-    clock_type::time_point ended_{};  // written before finished_ is released
-};
+using bq::bench::round_tally;
 
 /// `co_await consume()` rounds: `consumers` consumers of one group over as many partitions, each
 /// looping in a coroutine on its own io_context thread; `producers` threads produce the round
