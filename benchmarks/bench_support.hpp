@@ -125,7 +125,7 @@ private:
 /// Counts the items seen in a round; the thread that sees the last one records the time and wakes
 /// the waiting main thread (which sleeps in `std::atomic::wait`: no spinning thread beside the
 /// measured ones).
-struct round_tally {
+struct alignas(64) round_tally {
     explicit round_tally(std::size_t expected) : expected_(expected) {}
 
     void start()
@@ -156,7 +156,7 @@ struct round_tally {
 private:
     const std::size_t expected_;
     alignas(64) std::atomic<std::size_t> seen_{0};
-    std::atomic<bool> finished_{false};
+    alignas(64) std::atomic<bool> finished_{false};
     std::chrono::steady_clock::time_point started_{};
     std::chrono::steady_clock::time_point ended_{};  // written before finished_ is released
 };

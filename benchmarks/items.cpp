@@ -13,12 +13,10 @@
 //   the strings are freed inside it on both (by the topic as its segments are recycled).
 #include "bufferqueue/bufferqueue.hpp"
 
+#include "awaited_consumers.hpp"
 #include "bench_support.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <concurrentqueue/blockingconcurrentqueue.h>
 #include <concurrentqueue/concurrentqueue.h>
 
@@ -204,35 +202,12 @@ template <class T>
 void awaited_consume_bufferqueue(benchmark::State& state, std::size_t batch_size)
 {
     const std::size_t consumers = bq::bench::hardware_threads();
-    std::vector<std::unique_ptr<boost::asio::io_context>> contexts;
-    for (std::size_t index = 0; index < consumers; ++index) {
-        contexts.push_back(std::make_unique<boost::asio::io_context>(1));
-    }
-    bq::buffer_queue queue(contexts.front()->get_executor());
+    bq::bench::round_tally tally(message_count);
+    bq::bench::awaited_consumers<T> consumers_of(consumers);
+    bq::buffer_queue& queue = consumers_of.queue();
     queue.add_topic(bq::memory_topic_options<T>{.name = "awaited", .partitions = consumers});
     bq::producer<T> producer = queue.producer<T>("awaited");
-    std::vector<bq::pull_consumer<T>> group = queue.create_pull_consumers<T>(
-        {.topic = "awaited", .group = "drain", .auto_commit = true, .batch_size = batch_size}, consumers);
-    bq::bench::round_tally tally(message_count);
-    std::vector<std::thread> threads;
-    for (std::size_t index = 0; index < consumers; ++index) {
-        boost::asio::co_spawn(
-            *contexts[index],
-            [&consumer = group[index], &tally]() -> boost::asio::awaitable<void> {
-                for (;;) {
-                    bq::batch<T> delivered = co_await consumer.consume();
-                    std::size_t read = 0;
-                    for (const T& item : delivered) {
-                        read += touch(item);
-                    }
-                    benchmark::DoNotOptimize(read);
-                    tally.add(delivered.size());
-                }
-            },
-            boost::asio::detached);
-        threads.emplace_back([&context = *contexts[index]] { context.run(); });
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every loop parked in consume()
+    consumers_of.start("awaited", batch_size, tally, [](const T& item) { return touch(item); });
     for (auto _ : state) {
         std::vector<T> items = round_items<T>();
         tally.start();
@@ -243,11 +218,7 @@ void awaited_consume_bufferqueue(benchmark::State& state, std::size_t batch_size
             break;
         }
     }
-    queue.close();  // ends every loop: a parked consume completes with operation_aborted
-    for (std::thread& thread : threads) {
-        thread.join();
-    }
-    bq::bench::set_items(state, message_count);
+    bq::bench::set_items(state, message_count);  // the rig closes the queue and joins its threads
 }
 
 template <class T>

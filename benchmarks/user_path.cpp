@@ -10,6 +10,7 @@
 // - the physical limit: memcpy of the 32 KiB.
 #include "bufferqueue/bufferqueue.hpp"
 
+#include "awaited_consumers.hpp"
 #include "bench_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
@@ -45,35 +46,12 @@ using bq::bench::round_tally;
 void awaited_bufferqueue(benchmark::State& state, std::size_t producers, std::size_t consumers, std::size_t batch_size,
                          bool single)
 {
-    std::vector<std::unique_ptr<boost::asio::io_context>> contexts;
-    for (std::size_t index = 0; index < consumers; ++index) {
-        contexts.push_back(std::make_unique<boost::asio::io_context>(1));
-    }
-    bq::buffer_queue queue(contexts.front()->get_executor());
+    round_tally tally(message_count);
+    bq::bench::awaited_consumers<int> consumers_of(consumers);
+    bq::buffer_queue& queue = consumers_of.queue();
     queue.add_topic(bq::memory_topic_options<int>{.name = "awaited", .partitions = consumers});
     bq::producer<int> producer = queue.producer<int>("awaited");
-    std::vector<bq::pull_consumer<int>> group = queue.create_pull_consumers<int>(
-        {.topic = "awaited", .group = "drain", .auto_commit = true, .batch_size = batch_size}, consumers);
-    round_tally tally(message_count);
-    std::vector<std::thread> threads;
-    for (std::size_t index = 0; index < consumers; ++index) {
-        boost::asio::co_spawn(
-            *contexts[index],
-            [&consumer = group[index], &tally]() -> boost::asio::awaitable<void> {
-                for (;;) {
-                    bq::batch<int> delivered = co_await consumer.consume();
-                    long long sum = 0;
-                    for (int value : delivered) {
-                        sum += value;
-                    }
-                    benchmark::DoNotOptimize(sum);
-                    tally.add(delivered.size());
-                }
-            },
-            boost::asio::detached);
-        threads.emplace_back([&context = *contexts[index]] { context.run(); });
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // every loop parked in consume()
+    consumers_of.start("awaited", batch_size, tally, [](int value) { return static_cast<std::size_t>(value); });
     const std::vector<int>& items = messages();
     bq::bench::team crew(producers);
     auto produce = [&](std::size_t index) {
@@ -99,11 +77,7 @@ void awaited_bufferqueue(benchmark::State& state, std::size_t producers, std::si
             break;
         }
     }
-    queue.close();  // ends every loop: a parked consume completes with operation_aborted
-    for (std::thread& thread : threads) {
-        thread.join();
-    }
-    bq::bench::set_items(state, message_count);
+    bq::bench::set_items(state, message_count);  // the rig closes the queue and joins its threads
 }
 
 /// The same rounds over moodycamel::BlockingConcurrentQueue at its best: constructed with capacity,
