@@ -2,6 +2,8 @@
 
 #include "file_system_call.hpp"
 
+#include <fmt/format.h>
+
 #include <dirent.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -170,6 +172,45 @@ directory_lock::directory_lock(const std::string& directory)
     if (failure != 0) {
         throw_io_error("cannot lock " + lock_file_.path(), failure);
     }
+}
+
+shared_directory_lock::shared_directory_lock(const std::string& directory)
+    : open_lock_file_(open_file(directory + "/" + std::string(open_lock_file_name), open_mode::create_or_open)),
+      lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open))
+{
+    // Blocking: another shared queue holds it only while it opens (and the kernel drops it if that
+    // process dies meanwhile).
+    if (const int failure = run_checked(file_operation::lock, open_lock_file_.path(),
+                                        [&] { return ::flock(open_lock_file_.get(), LOCK_EX); });
+        failure != 0) {
+        throw_io_error("cannot lock " + open_lock_file_.path(), failure);
+    }
+    // Exclusive first, to learn whether anyone else holds the directory, then shared at once. A
+    // conversion is not atomic, but every other shared queue waits for the open lock and an
+    // exclusive one does not wait at all, so the only thing that can happen in between is an
+    // exclusive queue taking the directory - which the shared attempt then reports.
+    const int exclusive = run_checked(file_operation::lock, lock_file_.path(),
+                                      [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
+    if (exclusive != 0 && exclusive != EWOULDBLOCK) {
+        throw_io_error("cannot lock " + lock_file_.path(), exclusive);
+    }
+    first_ = exclusive == 0;
+    const int shared = run_checked(file_operation::lock, lock_file_.path(),
+                                   [&] { return ::flock(lock_file_.get(), LOCK_SH | LOCK_NB); });
+    if (shared == EWOULDBLOCK) {
+        throw error(errc::io_error,
+                    fmt::format("cannot open {} process-shared: the directory is already open by a queue that is not "
+                                "process-shared (in this process or another one holding the lock on {})",
+                                directory, lock_file_.path()));
+    }
+    if (shared != 0) {
+        throw_io_error("cannot lock " + lock_file_.path(), shared);
+    }
+}
+
+void shared_directory_lock::finish_opening() noexcept
+{
+    open_lock_file_ = unique_fd{};  // closing the descriptor releases its flock
 }
 
 }  // namespace bufferqueue::detail

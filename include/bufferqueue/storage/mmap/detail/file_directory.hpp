@@ -1,5 +1,5 @@
 // Internal: directories in the file layer (file.hpp): creating, listing and fsyncing them, removing
-// `.tmp` leftovers, and the exclusive lock a queue holds on a topic folder.
+// `.tmp` leftovers, and the exclusive or shared lock a queue holds on a topic folder.
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/file_handle.hpp"
@@ -75,6 +75,44 @@ public:
 
 private:
     unique_fd lock_file_;
+};
+
+/// The name of the file that serializes the opening of a process-shared topic folder
+/// (`shared_directory_lock`). Never removed, like `lock_file_name`.
+inline constexpr std::string_view open_lock_file_name = ".open.lock";
+
+/// A shared hold on a directory that several queues, in this process or others, may hold at once
+/// (process-shared topics): flock(LOCK_SH) on the same `{directory}/.lock` that `directory_lock`
+/// locks exclusively, so an exclusive queue and shared ones refuse each other with the same clear
+/// error. Opening is serialized by an exclusive flock on `{directory}/.open.lock`, held from the
+/// constructor until `finish_opening()` (or destruction): while it is held no other shared queue
+/// can open the directory, so the first one (`first()`: no other queue held the directory) may
+/// recover and initialize what the queues share. Every lock is released by the kernel when the
+/// process dies. Move-only; not meant to be shared between threads.
+class shared_directory_lock {
+public:
+    /// Waits for the open lock (held by another queue only while that one opens), then takes the
+    /// shared hold of `directory`, which must exist. Throws `error(errc::io_error)` saying the
+    /// directory is open by a queue that is not process-shared when `directory_lock` holds it, or
+    /// naming the lock file and the OS error for other failures.
+    explicit shared_directory_lock(const std::string& directory);
+
+    shared_directory_lock(shared_directory_lock&&) noexcept = default;
+    shared_directory_lock& operator=(shared_directory_lock&&) noexcept = default;
+    shared_directory_lock(const shared_directory_lock&) = delete;
+    shared_directory_lock& operator=(const shared_directory_lock&) = delete;
+    ~shared_directory_lock() = default;
+
+    /// True when no other queue held the directory when this one took it. Never throws.
+    bool first() const noexcept { return first_; }
+
+    /// Lets other shared queues open the directory (releases the open lock). Idempotent; never throws.
+    void finish_opening() noexcept;
+
+private:
+    unique_fd open_lock_file_;
+    unique_fd lock_file_;
+    bool first_ = false;
 };
 
 }  // namespace bufferqueue::detail

@@ -1,0 +1,123 @@
+#include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
+
+#include "file_system_call.hpp"
+
+#include "bufferqueue/error.hpp"
+
+#include <fmt/format.h>
+
+#include <linux/futex.h>
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <utility>
+
+namespace bufferqueue::detail {
+
+static_assert(sizeof(pthread_mutex_t) <= process_shared_mutex::storage_size);
+static_assert(alignof(pthread_mutex_t) <= 8);
+
+namespace {
+
+pthread_mutex_t* as_mutex(std::byte* storage) noexcept
+{
+    return reinterpret_cast<pthread_mutex_t*>(storage);  // NOLINT: the bytes hold a pthread_mutex_t
+}
+
+std::atomic_ref<std::uint32_t> word(std::byte* storage, std::size_t index) noexcept
+{
+    return std::atomic_ref<std::uint32_t>(*(reinterpret_cast<std::uint32_t*>(storage) + index));  // NOLINT
+}
+
+long futex(std::uint32_t* address, int operation, std::uint32_t value, const timespec* timeout) noexcept
+{
+    return ::syscall(SYS_futex, address, operation, value, timeout, nullptr, 0);
+}
+
+}  // namespace
+
+void process_shared_mutex::initialize(std::byte* storage, const std::string& name)
+{
+    pthread_mutexattr_t attributes;
+    int failure = ::pthread_mutexattr_init(&attributes);
+    if (failure == 0) {
+        failure = ::pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    }
+    if (failure == 0) {
+        failure = ::pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    }
+    if (failure == 0) {
+        failure = ::pthread_mutex_init(as_mutex(storage), &attributes);
+    }
+    ::pthread_mutexattr_destroy(&attributes);
+    if (failure != 0) {
+        file_system::throw_io_error(fmt::format("cannot make the process-shared mutex {}", name), failure);
+    }
+}
+
+process_shared_mutex::process_shared_mutex(std::byte* storage, std::string name) noexcept
+    : storage_(storage), name_(std::move(name))
+{
+}
+
+bool process_shared_mutex::lock()
+{
+    const int result = ::pthread_mutex_lock(as_mutex(storage_));
+    if (result == 0) {
+        return false;
+    }
+    if (result == EOWNERDEAD) {
+        // The holder died: we hold it now. Mark it usable again; the caller repairs what it guards.
+        ::pthread_mutex_consistent(as_mutex(storage_));
+        return true;
+    }
+    file_system::throw_io_error(fmt::format("cannot lock the process-shared mutex {}", name_), result);
+}
+
+void process_shared_mutex::unlock() noexcept
+{
+    ::pthread_mutex_unlock(as_mutex(storage_));
+}
+
+void process_shared_event::initialize(std::byte* storage) noexcept
+{
+    word(storage, 0).store(0, std::memory_order_relaxed);
+    word(storage, 1).store(0, std::memory_order_relaxed);
+}
+
+std::uint32_t process_shared_event::sequence() const noexcept
+{
+    return word(storage_, 0).load(std::memory_order_acquire);
+}
+
+void process_shared_event::notify() noexcept
+{
+    // seq_cst on both sides: either the waiter's registration precedes this load (and it is woken)
+    // or this increment precedes its registration (and the futex sees the new sequence).
+    word(storage_, 0).fetch_add(1, std::memory_order_seq_cst);
+    if (word(storage_, 1).load(std::memory_order_seq_cst) != 0) {
+        futex(reinterpret_cast<std::uint32_t*>(storage_), FUTEX_WAKE, INT_MAX, nullptr);  // NOLINT
+    }
+}
+
+bool process_shared_event::wait(std::uint32_t seen, std::chrono::nanoseconds timeout) noexcept
+{
+    auto sequence_word = word(storage_, 0);
+    auto waiters = word(storage_, 1);
+    waiters.fetch_add(1, std::memory_order_seq_cst);
+    if (sequence_word.load(std::memory_order_seq_cst) == seen && timeout.count() > 0) {
+        const auto seconds = std::chrono::duration_cast<std::chrono::seconds>(timeout);
+        const timespec relative{.tv_sec = static_cast<time_t>(seconds.count()),
+                                .tv_nsec = static_cast<long>((timeout - seconds).count())};
+        futex(reinterpret_cast<std::uint32_t*>(storage_), FUTEX_WAIT, seen, &relative);  // NOLINT
+    }
+    waiters.fetch_sub(1, std::memory_order_seq_cst);
+    return sequence_word.load(std::memory_order_acquire) != seen;
+}
+
+}  // namespace bufferqueue::detail
