@@ -8,7 +8,9 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <functional>
+#include <iostream>
 #include <stdexcept>
 #include <utility>
 
@@ -22,6 +24,9 @@ class child_process {
 public:
     explicit child_process(const std::function<int()>& body)
     {
+        // What the parent buffered must not be written again by the child.
+        std::fflush(nullptr);
+        std::cout.flush();
         pid_ = ::fork();
         if (pid_ == -1) {
             throw std::runtime_error("fork failed");

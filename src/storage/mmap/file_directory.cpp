@@ -174,6 +174,20 @@ directory_lock::directory_lock(const std::string& directory)
     }
 }
 
+std::optional<unique_fd> try_lock_file(const std::string& path)
+{
+    unique_fd file = open_file(path, open_mode::create_or_open);
+    const int failure =
+        run_checked(file_operation::lock, file.path(), [&] { return ::flock(file.get(), LOCK_EX | LOCK_NB); });
+    if (failure == EWOULDBLOCK) {
+        return std::nullopt;
+    }
+    if (failure != 0) {
+        throw_io_error("cannot lock " + file.path(), failure);
+    }
+    return file;
+}
+
 shared_directory_lock::shared_directory_lock(const std::string& directory)
     : open_lock_file_(open_file(directory + "/" + std::string(open_lock_file_name), open_mode::create_or_open)),
       lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open))

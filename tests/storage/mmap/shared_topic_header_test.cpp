@@ -3,6 +3,7 @@
 // with real processes where they span them.
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_topic_watcher.hpp"
 
 #include "catch.hpp"
 #include "child_process.hpp"
@@ -10,11 +11,14 @@
 
 #include "bufferqueue/error.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstddef>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -245,6 +249,57 @@ TEST_CASE("a process-shared event wakes a waiter in another process, and a wait 
     CHECK(event.sequence() == seen + 1);
     CHECK(event.wait(seen, std::chrono::seconds(10)));
     CHECK_FALSE(event.wait(event.sequence(), std::chrono::milliseconds(1)));
+}
+
+TEST_CASE("a process's watcher hears another process's notification and calls back", "[mmap][shared]")
+{
+    const temporary_directory folder;
+    const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
+    const signal_pipe go;
+    // Forked before the watcher's thread starts.
+    child_process notifier([&] {
+        if (!go.receive()) {
+            return 2;
+        }
+        const detail::shared_topic_header mapped("orders", folder.string(), orders_options(), false);
+        mapped.wake_event().notify();
+        return 0;
+    });
+    std::mutex mutex;
+    std::condition_variable called;
+    int calls = 0;
+    {
+        // A period of an hour: only a notification can call back within the test's wait.
+        const detail::shared_topic_watcher watcher(header.wake_event(), std::chrono::hours(1), [&] {
+            const std::lock_guard lock(mutex);
+            ++calls;
+            called.notify_all();
+        });
+        REQUIRE(go.send());
+        CHECK(notifier.wait() == 0);
+        std::unique_lock lock(mutex);
+        // Ten seconds stand for "never": a missed wake-up fails the test instead of hanging it.
+        CHECK(called.wait_for(lock, std::chrono::seconds(10), [&] { return calls >= 1; }));
+    }
+    const std::lock_guard lock(mutex);
+    CHECK(calls >= 1);
+}
+
+TEST_CASE("a watcher calls back once per period when nothing is notified, and stops promptly", "[mmap][shared]")
+{
+    const temporary_directory folder;
+    const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
+    std::atomic<int> calls{0};
+    {
+        const detail::shared_topic_watcher watcher(header.wake_event(), std::chrono::milliseconds(5),
+                                                   [&] { calls.fetch_add(1); });
+        while (calls.load() < 3) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        }
+    }
+    const int after_stop = calls.load();
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    CHECK(calls.load() == after_stop);  // the thread ended with the watcher
 }
 
 }  // namespace shared_topic_header_test

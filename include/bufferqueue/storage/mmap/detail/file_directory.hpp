@@ -5,6 +5,7 @@
 #include "bufferqueue/storage/mmap/detail/file_handle.hpp"
 
 #include <cstddef>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -76,6 +77,13 @@ public:
 private:
     unique_fd lock_file_;
 };
+
+/// Opens `path` (created when missing, never removed: removing a lock file races with processes
+/// about to lock it) and takes an exclusive flock on it without waiting: the descriptor holding the
+/// lock, or nothing when another open file description holds it (in this process or another one).
+/// The kernel releases the lock when the descriptor is closed or the process dies. Throws
+/// `error(errc::io_error)` naming the path for other failures.
+std::optional<unique_fd> try_lock_file(const std::string& path);
 
 /// The name of the file that serializes the opening of a process-shared topic folder
 /// (`shared_directory_lock`). Never removed, like `lock_file_name`.

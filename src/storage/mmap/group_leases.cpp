@@ -1,0 +1,91 @@
+#include "bufferqueue/storage/mmap/detail/group_leases.hpp"
+
+#include "bufferqueue/storage/mmap/detail/file_directory.hpp"
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+
+namespace bufferqueue::detail {
+
+namespace {
+
+constexpr std::string_view member_prefix = "member-";
+constexpr std::string_view member_suffix = ".lock";
+
+std::string member_path(const std::string& folder, std::size_t slot)
+{
+    return fmt::format("{}/{}{:05}{}", folder, member_prefix, slot, member_suffix);
+}
+
+// The slot a member lock file's name stands for, or nothing for any other name.
+std::optional<std::size_t> member_slot(std::string_view name)
+{
+    if (!name.starts_with(member_prefix) || !name.ends_with(member_suffix)) {
+        return std::nullopt;
+    }
+    const std::string_view digits =
+        name.substr(member_prefix.size(), name.size() - member_prefix.size() - member_suffix.size());
+    std::size_t slot = 0;
+    const auto [end, failure] = std::from_chars(digits.data(), digits.data() + digits.size(), slot);
+    if (failure != std::errc{} || end != digits.data() + digits.size() || digits.empty()) {
+        return std::nullopt;
+    }
+    return slot;
+}
+
+}  // namespace
+
+group_leases::group_leases(std::string_view group, const std::string& topic_folder)
+    : folder_(fmt::format("{}/groups/{}", topic_folder, escape_group_name(group)))
+{
+    make_directories(folder_);
+}
+
+member_lease group_leases::join() const
+{
+    for (std::size_t slot = 0;; ++slot) {
+        if (std::optional<unique_fd> held = try_lock_file(member_path(folder_, slot))) {
+            return member_lease{slot, std::move(*held)};
+        }
+    }
+}
+
+std::vector<std::size_t> group_leases::live_members() const
+{
+    std::vector<std::size_t> live;
+    for (const directory_entry& entry : list_directory(folder_)) {
+        const std::optional<std::size_t> slot = member_slot(entry.name);
+        if (entry.kind != entry_kind::file || !slot) {
+            continue;
+        }
+        // A lock we can take is nobody's: let go of it at once.
+        if (!try_lock_file(member_path(folder_, *slot))) {
+            live.push_back(*slot);
+        }
+    }
+    std::sort(live.begin(), live.end());
+    return live;
+}
+
+std::optional<unique_fd> group_leases::try_take_partition(std::size_t partition) const
+{
+    return try_lock_file(fmt::format("{}/partition-{:05}.lease", folder_, partition));
+}
+
+std::vector<std::size_t> member_partitions(std::size_t partitions, std::size_t members, std::size_t rank)
+{
+    std::vector<std::size_t> owned;
+    if (members == 0 || rank >= members) {
+        return owned;
+    }
+    for (std::size_t partition = rank; partition < partitions; partition += members) {
+        owned.push_back(partition);
+    }
+    return owned;
+}
+
+}  // namespace bufferqueue::detail
