@@ -11,6 +11,7 @@
 #include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 namespace bufferqueue {
 
@@ -24,6 +25,7 @@ public:
                                    std::span<const std::size_t> partitions) = 0;
     virtual void revoke_partitions(const std::string& group, std::size_t consumer,
                                    std::span<const std::size_t> partitions) = 0;
+    virtual std::vector<std::size_t> partitions_in_use(const std::string& group) = 0;
 
 protected:
     membership_target() = default;
@@ -94,6 +96,19 @@ public:
             group, [&](detail::membership_target& target) { target.revoke_partitions(group, consumer, partitions); });
     }
 
+    /// The partitions of `group` that a consumer of this process reads, or was revoked from and has
+    /// not let go yet (its consume runs, or it holds a batch of them), ascending. A partition not
+    /// listed is read by nobody here until assigned again: a membership that shares partitions with
+    /// other processes may hand it over to them. Exact at the moment of the call; thread-safe, never
+    /// waits for a consume. Throws `errc::invalid_argument` when no consumer of `group` was created,
+    /// `errc::closed` when the topic is closed.
+    std::vector<std::size_t> partitions_in_use(const std::string& group) const
+    {
+        std::vector<std::size_t> used;
+        link(group).call(group, [&](detail::membership_target& target) { used = target.partitions_in_use(group); });
+        return used;
+    }
+
     /// For the topic layer: the port over `link`.
     explicit membership_port(std::shared_ptr<detail::membership_link> link) noexcept : link_(std::move(link)) {}
 
@@ -139,6 +154,14 @@ public:
     /// Consumer `consumer` of `group` closed and let go of its partitions: they are nobody's in this
     /// process until assigned again. Called once per consumer; never throws, never blocks on I/O.
     virtual void consumer_closed(const std::string& group, std::size_t consumer) noexcept = 0;
+
+    /// Optional: a partition of `group` became nobody's in this process - a consumer let go of a
+    /// partition the membership had revoked (its consume ended and it held no batch of it), and no
+    /// other consumer here was to get it; also when a consumer closes (then before `consumer_closed`).
+    /// A hint: ask `membership_port::partitions_in_use` for the partitions (it is exact; what a
+    /// `revoke` let go at once is not hinted, ask after it). Never called from inside a port call and
+    /// never under the topic's locks; the port may be called from it. Never throws, never blocks on I/O.
+    virtual void partitions_let_go(const std::string& group) noexcept { static_cast<void>(group); }
 
     /// The topic closes: leave every group (never blocking on the network); the port throws
     /// `errc::closed` from now on. Called once, before the consumers are closed.

@@ -122,6 +122,53 @@ TEST_CASE("test backend: a partition moved to another consumer resumes after the
     CHECK(consumers[1].partitions() == first);
 }
 
+TEST_CASE("test backend: a revoked partition stays in use while its consumer holds a batch of it, and the membership "
+          "is told once it let go",
+          "[test_backend][membership]")
+{
+    boost::asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    auto membership = std::make_shared<tb::test_backend_membership>(2);
+    membership->manual();
+    auto options = topic_of("handed", 2, membership);
+    options.partition_key = [](const int&) { return 1; };  // key 1: partition 0
+    queue.add_topic(std::move(options));
+    auto consumer =
+        queue.create_pull_consumer<int>({.topic = "handed", .group = "g", .auto_commit = false, .batch_size = 2});
+    auto port = membership->port();
+    using partitions = std::vector<std::size_t>;
+    CHECK(port.partitions_in_use("g").empty());
+    port.assign("g", 0, partitions{0, 1});
+    CHECK(port.partitions_in_use("g") == partitions{0, 1});
+    REQUIRE(queue.producer<int>("handed").try_produce(std::vector<int>{1, 2}));
+    CHECK(bufferqueue::test::items_of(consumer.try_consume()) == std::vector<int>{1, 2});  // held: partition 0
+
+    port.revoke("g", 0, partitions{1});  // no batch of it held: let go at once, and not hinted
+    CHECK(port.partitions_in_use("g") == partitions{0});
+    port.revoke("g", 0, partitions{0});  // its batch is held
+    CHECK(port.partitions_in_use("g") == partitions{0});
+    CHECK(membership->let_go_hints().empty());
+
+    CHECK(bufferqueue::test::commit_now(consumer, io) == bq::errc::partition_revoked);
+    CHECK_FALSE(consumer.try_consume().has_value());  // lets go
+    CHECK(port.partitions_in_use("g").empty());
+    const auto hints = membership->let_go_hints();
+    REQUIRE(hints.size() == 1);
+    CHECK(hints[0].first == "g");
+    CHECK(hints[0].second.empty());  // asked from inside the hint: already nobody's
+
+    port.assign("g", 0, partitions{1});
+    consumer.close();  // lets go of partition 1: hinted before consumer_closed
+    const auto after_close = membership->let_go_hints();
+    REQUIRE(after_close.size() == 2);
+    CHECK(after_close[1].second.empty());
+
+    const auto unknown = bufferqueue::test::error_from([&] { port.partitions_in_use("nobody"); });
+    REQUIRE(unknown);
+    CHECK(unknown->code() == bq::errc::invalid_argument);
+    CHECK(bufferqueue::test::missing_from(unknown->what(), {"'handed'", "'nobody'"}) == "");
+}
+
 TEST_CASE("test backend: the outside membership rebalances when consumers join and close", "[test_backend][membership]")
 {
     boost::asio::io_context io;

@@ -14,6 +14,7 @@
 #include <set>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace bufferqueue_test_backend {
@@ -102,6 +103,32 @@ public:
         const std::lock_guard lock(mutex_);
         removed_groups_.push_back(group);
         return groups_.erase(group) != 0;
+    }
+
+    /// Records the hint with what `partitions_in_use` says at that moment (asked from inside the hint,
+    /// as a membership sharing partitions with other processes would).
+    void partitions_let_go(const std::string& group) noexcept override
+    {
+        bufferqueue::membership_port bound;
+        {
+            const std::lock_guard lock(mutex_);
+            bound = port_;
+        }
+        std::vector<std::size_t> in_use;
+        try {
+            in_use = bound.partitions_in_use(group);
+        } catch (...) {
+            in_use = {999};  // shows up in the test as a partition no topic has
+        }
+        const std::lock_guard lock(mutex_);
+        let_go_hints_.push_back({group, std::move(in_use)});
+    }
+
+    /// Each `partitions_let_go` so far: the group, and the partitions in use when it came.
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> let_go_hints() const
+    {
+        const std::lock_guard lock(mutex_);
+        return let_go_hints_;
     }
 
     /// No automatic rebalance from now on (the test moves partitions through `port()`).
@@ -240,17 +267,18 @@ private:
     const std::chrono::microseconds delay_;
     mutable std::mutex mutex_;
     std::condition_variable wake_;
-    bufferqueue::membership_port port_;                // guarded by mutex_
-    std::map<std::string, group_state> groups_;        // guarded by mutex_
-    bool manual_ = false;                              // guarded by mutex_
-    bool closed_ = false;                              // guarded by mutex_
-    std::size_t rebalances_ = 0;                       // guarded by mutex_
-    std::size_t closed_consumers_ = 0;                 // guarded by mutex_
-    std::size_t closes_begun_ = 0;                     // guarded by mutex_
-    std::chrono::milliseconds slow_close_reports_{0};  // guarded by mutex_
-    std::size_t statistics_refreshes_ = 0;             // guarded by mutex_
-    std::vector<std::string> removed_groups_;          // guarded by mutex_
-    std::thread thread_;                               // last: starts after the members it reads are initialized
+    bufferqueue::membership_port port_;                                           // guarded by mutex_
+    std::map<std::string, group_state> groups_;                                   // guarded by mutex_
+    bool manual_ = false;                                                         // guarded by mutex_
+    bool closed_ = false;                                                         // guarded by mutex_
+    std::size_t rebalances_ = 0;                                                  // guarded by mutex_
+    std::size_t closed_consumers_ = 0;                                            // guarded by mutex_
+    std::size_t closes_begun_ = 0;                                                // guarded by mutex_
+    std::chrono::milliseconds slow_close_reports_{0};                             // guarded by mutex_
+    std::size_t statistics_refreshes_ = 0;                                        // guarded by mutex_
+    std::vector<std::string> removed_groups_;                                     // guarded by mutex_
+    std::vector<std::pair<std::string, std::vector<std::size_t>>> let_go_hints_;  // guarded by mutex_
+    std::thread thread_;  // last: starts after the members it reads are initialized
 };
 
 }  // namespace bufferqueue_test_backend

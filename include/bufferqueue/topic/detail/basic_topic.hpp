@@ -229,6 +229,11 @@ public:
         groups_.revoke(name_, group, consumer, partitions);
     }
 
+    std::vector<std::size_t> partitions_in_use(const std::string& group) override
+    {
+        return groups_.partitions_in_use(name_, group);
+    }
+
     /// Gives back room that every group has committed past.
     void release_capacity(std::size_t count) noexcept
     {

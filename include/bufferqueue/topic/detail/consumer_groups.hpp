@@ -161,19 +161,40 @@ public:
     {
         keep_alive alive;  // released after the lock
         std::lock_guard lock(mutex_);
-        require_member(topic, group, consumer, partitions, alive).owners.revoke(consumer, partitions, alive);
+        auto& owners = require_member(topic, group, consumer, partitions, alive).owners;
+        owners.revoke(consumer, partitions, alive);
+        owners.take_let_go();  // what revoke let go at once, the membership learns from partitions_in_use
+    }
+
+    /// See `membership_port::partitions_in_use`.
+    std::vector<std::size_t> partitions_in_use(const std::string& topic, const std::string& group)
+    {
+        const std::lock_guard lock(mutex_);
+        const auto found = groups_.find(group);
+        if (found == groups_.end()) {
+            throw error(errc::invalid_argument,
+                        format_message("topic '{}' group '{}': no consumer of the group was created", topic, group));
+        }
+        return found->second.owners.in_use();
     }
 
     void partition_released(const std::string& group, std::size_t consumer, std::size_t partition) noexcept override
     {
-        keep_alive alive;  // released after the lock
-        std::lock_guard lock(mutex_);
-        if (const auto found = groups_.find(group); found != groups_.end()) {
-            try {
-                found->second.owners.partition_released(consumer, partition, alive);
-            } catch (...) {
-                // No memory for the next owner's set: the partition stays with nobody until reassigned.
+        bool let_go = false;
+        {
+            keep_alive alive;  // released after the lock
+            std::lock_guard lock(mutex_);
+            if (const auto found = groups_.find(group); found != groups_.end()) {
+                try {
+                    found->second.owners.partition_released(consumer, partition, alive);
+                } catch (...) {
+                    // No memory for the next owner's set: the partition stays with nobody until reassigned.
+                }
+                let_go = found->second.owners.take_let_go();
             }
+        }
+        if (let_go && outside_ != nullptr) {
+            outside_->partitions_let_go(group);  // without the lock: it may ask partitions_in_use at once
         }
     }
 
@@ -184,6 +205,7 @@ public:
         if (outside_ != nullptr) {
             order.lock();
         }
+        bool let_go = false;
         {
             keep_alive alive;  // released after the lock
             std::lock_guard lock(mutex_);
@@ -200,8 +222,12 @@ public:
             } catch (...) {
                 // No memory: the partitions stay with nobody until reassigned.
             }
+            let_go = state.owners.take_let_go();
         }
         if (outside_ != nullptr) {
+            if (let_go) {
+                outside_->partitions_let_go(group);
+            }
             outside_->consumer_closed(group, consumer);  // without the lock: it may assign at once
         }
     }

@@ -124,6 +124,21 @@ public:
         hand_over(work, alive);
     }
 
+    /// The partitions some consumer reads or is letting go of (revoked, not let go yet), ascending.
+    std::vector<std::size_t> in_use() const
+    {
+        std::vector<std::size_t> used;
+        for (std::size_t partition = 0; partition < owners_.size(); ++partition) {
+            if (owners_[partition].owner != none) {
+                used.push_back(partition);
+            }
+        }
+        return used;
+    }
+
+    /// Whether a partition became nobody's (let go with no next owner) since the last call. Never throws.
+    bool take_let_go() noexcept { return std::exchange(let_go_, false); }
+
     /// `consumer` detached: it owns nothing any more and gets nothing it was waiting for.
     void consumer_released(std::size_t consumer, keep_alive& alive)
     {
@@ -205,6 +220,8 @@ private:
             owner.owner = std::exchange(owner.next_owner, none);
             if (owner.owner != none) {
                 publish(owner.owner, std::span<const entry>(&entries_[next.partition], 1), {}, work, alive);
+            } else {
+                let_go_ = true;
             }
         }
     }
@@ -212,6 +229,7 @@ private:
     std::vector<member> members_;      // by consumer index
     std::vector<owner_state> owners_;  // by partition
     std::vector<entry> entries_;       // by partition
+    bool let_go_ = false;              // a partition became nobody's since `take_let_go`
 };
 
 }  // namespace bufferqueue::detail
