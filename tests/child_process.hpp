@@ -2,15 +2,18 @@
 // function, and a pipe for one-byte signals between parent and child.
 #pragma once
 
+#include <poll.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <array>
 #include <cerrno>
+#include <chrono>
 #include <cstdio>
 #include <functional>
 #include <iostream>
+#include <optional>
 #include <stdexcept>
 #include <utility>
 
@@ -106,6 +109,17 @@ public:
         while ((result = ::read(ends_[0], &byte, 1)) == -1 && errno == EINTR) {
         }
         return result == 1;
+    }
+
+    /// The next byte if one arrives within `timeout`, else nothing.
+    std::optional<char> receive_within(std::chrono::milliseconds timeout) const noexcept
+    {
+        pollfd readable{.fd = ends_[0], .events = POLLIN, .revents = 0};
+        if (::poll(&readable, 1, static_cast<int>(timeout.count())) != 1) {
+            return std::nullopt;
+        }
+        char byte = 0;
+        return ::read(ends_[0], &byte, 1) == 1 ? std::optional<char>(byte) : std::nullopt;
     }
 
 private:

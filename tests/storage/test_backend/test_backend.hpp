@@ -488,8 +488,9 @@ struct test_backend_topic_options {
     /// (`test_backend_acknowledging_partition`; `blocking` is then ignored). One per topic.
     std::shared_ptr<test_backend_acknowledger> acknowledger{};
     /// When set, the topic's groups are assigned partitions by it (outside membership: consumers
-    /// start with none). One per topic, made for its partition count.
-    std::shared_ptr<test_backend_membership> membership{};
+    /// start with none). One per topic, made for its partition count: `test_backend_membership`, or any
+    /// other (the process-shared membership of persistent topics is tested through it).
+    std::shared_ptr<bufferqueue::group_membership> membership{};
 };
 
 namespace implementation {
