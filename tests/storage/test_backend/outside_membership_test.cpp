@@ -48,6 +48,18 @@ tb::test_backend_topic_options<int> topic_of(std::string name, std::size_t parti
     return {.name = std::move(name), .partitions = partitions, .membership = std::move(membership)};
 }
 
+// Adds topic `name` of two partitions, every item keyed to partition 0, whose membership the test
+// drives by hand; returns the membership.
+std::shared_ptr<tb::test_backend_membership> add_manual_topic(bq::buffer_queue& queue, std::string name)
+{
+    auto membership = std::make_shared<tb::test_backend_membership>(2);
+    membership->manual();
+    auto options = topic_of(std::move(name), 2, membership);
+    options.partition_key = [](const int&) { return 1; };  // key 1: partition 0
+    queue.add_topic(std::move(options));
+    return membership;
+}
+
 }  // namespace
 
 TEST_CASE("test backend: with outside membership, consumers start with no partitions and wait until assigned some",
@@ -89,11 +101,7 @@ TEST_CASE("test backend: a partition moved to another consumer resumes after the
 {
     boost::asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
-    auto membership = std::make_shared<tb::test_backend_membership>(2);
-    membership->manual();
-    auto options = topic_of("moved", 2, membership);
-    options.partition_key = [](const int&) { return 1; };  // key 1: partition 0
-    queue.add_topic(std::move(options));
+    auto membership = add_manual_topic(queue, "moved");
     auto consumers =
         queue.create_pull_consumers<int>({.topic = "moved", .group = "g", .auto_commit = false, .batch_size = 2}, 2);
     auto producer = queue.producer<int>("moved");
@@ -128,11 +136,7 @@ TEST_CASE("test backend: a revoked partition stays in use while its consumer hol
 {
     boost::asio::io_context io;
     bq::buffer_queue queue{io.get_executor()};
-    auto membership = std::make_shared<tb::test_backend_membership>(2);
-    membership->manual();
-    auto options = topic_of("handed", 2, membership);
-    options.partition_key = [](const int&) { return 1; };  // key 1: partition 0
-    queue.add_topic(std::move(options));
+    auto membership = add_manual_topic(queue, "handed");
     auto consumer =
         queue.create_pull_consumer<int>({.topic = "handed", .group = "g", .auto_commit = false, .batch_size = 2});
     auto port = membership->port();
