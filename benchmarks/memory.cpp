@@ -377,15 +377,19 @@ std::size_t heap_in_use()
 }
 
 /// Issue 16, section 3a: one consumer owning `partitions` partitions of which one is busy (every
-/// item keyed to partition 0), draining 1,024 items with try_consume at batch 1, so every item
-/// costs a ring scan. Auto commit; the produce is outside the timed region.
-void scale_partitions(benchmark::State& state, std::size_t partitions)
+/// item keyed to partition 0), or all of them (`all_busy`: round-robin), draining 1,024 items with
+/// try_consume at batch 1, so every item costs a ring scan. Auto commit; the produce is outside the
+/// timed region.
+void scale_partitions(benchmark::State& state, std::size_t partitions, bool all_busy)
 {
     constexpr std::size_t items = 1024;
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
-    queue.add_topic(bq::memory_topic_options<int>{
-        .name = "scale", .partitions = partitions, .partition_key = [](const int&) { return std::int64_t{1}; }});
+    bq::memory_topic_options<int> options{.name = "scale", .partitions = partitions};
+    if (!all_busy) {
+        options.partition_key = [](const int&) { return std::int64_t{1}; };
+    }
+    queue.add_topic(std::move(options));
     bq::producer<int> producer = queue.producer<int>("scale");
     bq::pull_consumer<int> consumer =
         queue.create_pull_consumer<int>({.topic = "scale", .group = "one", .auto_commit = true, .batch_size = 1});
@@ -534,9 +538,14 @@ void register_all()
         }
     }
 
-    for (std::size_t partitions : {4, 64, 1024, 16384}) {
+    for (std::size_t partitions : {4, 15, 64, 1024, 16384}) {
         configure(benchmark::RegisterBenchmark(("scale/partitions:" + std::to_string(partitions)).c_str(),
-                                               scale_partitions, partitions));
+                                               scale_partitions, partitions, false));
+    }
+    // Every partition busy: what the ready set's marks cost when no partition is idle.
+    for (std::size_t partitions : {16, 64, 255}) {
+        configure(benchmark::RegisterBenchmark(("scale/busy_partitions:" + std::to_string(partitions)).c_str(),
+                                               scale_partitions, partitions, true));
     }
     for (std::size_t groups : {10, 100, 1000}) {
         configure(

@@ -100,6 +100,36 @@ TEST_CASE("a consumer owning 1,024 partitions reads a partition it found empty o
     CHECK(drain(late).size() == 9);
 }
 
+TEST_CASE("the smallest set with marks, ready_set::threshold partitions, reads partitions it found empty, awaited "
+          "too",
+          "[consumer][memory][ready_set]")
+{
+    constexpr int partition_count = static_cast<int>(bq::detail::ready_set::threshold);
+    asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    add_wide_topic(queue, partition_count);
+    auto producer = queue.producer<int>("wide");
+    auto consumer = queue.create_pull_consumer<int>({.topic = "wide", .group = "g", .auto_commit = true});
+    CHECK(drain(consumer).empty());  // every partition found empty
+    for (const int partition : {0, partition_count - 1, 1}) {
+        REQUIRE(producer.try_produce(partition));
+        CHECK(drain(consumer) == std::vector<int>{partition});
+    }
+    std::vector<int> received;
+    asio::co_spawn(
+        io,
+        [&]() -> asio::awaitable<void> {
+            const bq::batch<int> batch = co_await consumer.consume();
+            received.assign(batch.begin(), batch.end());
+        },
+        asio::detached);
+    io.run_for(std::chrono::milliseconds(20));
+    CHECK(received.empty());  // waiting
+    REQUIRE(producer.try_produce(partition_count - 2));
+    run_until(io, [&] { return !received.empty(); });
+    CHECK(received == std::vector<int>{partition_count - 2});
+}
+
 TEST_CASE("a consumer owning 1,024 partitions gives every readable partition one pull per rotation",
           "[consumer][memory][ready_set]")
 {

@@ -32,9 +32,12 @@ namespace bufferqueue::detail {
 /// the set; the destructor unregisters.
 class ready_set {
 public:
-    /// Sets with this many entries or more get one: below, a scan of every partition is cheaper than
-    /// the marks (measured in `bench_memory`'s `scale/partitions` rows).
-    static constexpr std::size_t threshold = 256;
+    /// Sets with this many entries or more get one. Measured in `bench_memory`'s `scale/` rows (quiet,
+    /// 7 interleaved rounds): with one busy partition, a plain scan of 15 costs 1.6x the 4-partition
+    /// time and one of 64 costs 4.5x, while the marks keep 64 at 0.9x; with every partition busy the
+    /// marks cost 8% (16) to 24% (255) more than a plain scan - the price of a flat cost when most
+    /// partitions idle (docs/benchmarks.md, issue 28 target 3).
+    static constexpr std::size_t threshold = 16;
     static constexpr std::size_t none = static_cast<std::size_t>(-1);
 
     /// Entry `index` waits on `signals[index]`; all start marked. Allocates.
