@@ -62,8 +62,9 @@ std::vector<std::size_t> group_leases::live_members() const
         if (entry.kind != entry_kind::file || !slot) {
             continue;
         }
-        // A lock we can take is nobody's: let go of it at once.
-        if (!try_lock_file(member_path(folder_, *slot))) {
+        // A lock we can take is nobody's: let go of it at once. The entry's own name is probed (a
+        // name written another way, such as member-7.lock, is never recreated as member-00007.lock).
+        if (!try_lock_file(folder_ + "/" + entry.name)) {
             live.push_back(*slot);
         }
     }

@@ -1,7 +1,6 @@
 #include "bufferqueue/storage/mmap/detail/process_membership.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <set>
 #include <utility>
 
@@ -54,16 +53,13 @@ void process_group_membership::consumer_closed(const std::string& group, std::si
             return;
         }
         found->second->members.erase(consumer);  // closes its slot's lock file: the slot is free
-        for (auto it = found->second->assigned.begin(); it != found->second->assigned.end();) {
-            it = it->second == consumer ? found->second->assigned.erase(it) : std::next(it);
-        }
+        std::erase_if(found->second->assigned, [&](const auto& given) { return given.second == consumer; });
     }
     event_.notify();
 }
 
-void process_group_membership::partitions_let_go(const std::string& group) noexcept
+void process_group_membership::partitions_let_go(const std::string& /*group*/) noexcept
 {
-    static_cast<void>(group);
     event_.notify();  // the watcher releases the leases of what nobody here reads any more
 }
 
@@ -160,7 +156,7 @@ bool process_group_membership::rebalance(const std::string& name, group_state& g
 
     // Take what is ours: a partition another process still reads waits for its lease.
     for (const auto& [partition, consumer] : wanted) {
-        if (const auto given = group.assigned.find(partition); given != group.assigned.end()) {
+        if (group.assigned.contains(partition)) {
             continue;  // already that consumer's (a different one was revoked above)
         }
         if (!group.partition_leases.contains(partition)) {

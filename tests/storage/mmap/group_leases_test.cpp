@@ -11,7 +11,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <filesystem>
+#include <fstream>
 #include <optional>
+#include <string>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -82,6 +85,16 @@ TEST_CASE("a slot a member left is free, and other groups' slots are their own",
     CHECK(audit_member.slot == 0);
     CHECK(billing.live_members().empty());
     CHECK(audit.live_members() == slots{0});
+}
+
+TEST_CASE("counting live members probes the lock files as they are named and creates none", "[mmap][shared]")
+{
+    const temporary_directory folder;
+    const detail::group_leases leases("billing", folder.string());
+    const std::string unpadded = folder.file("groups/billing/member-7.lock");
+    std::ofstream(unpadded).flush();  // written by hand, or by another build: nobody holds it
+    CHECK(leases.live_members().empty());
+    CHECK_FALSE(std::filesystem::exists(folder.file("groups/billing/member-00007.lock")));
 }
 
 TEST_CASE("a partition's lease is held by one process at a time and freed when its holder is killed", "[mmap][shared]")

@@ -44,9 +44,6 @@ public:
     /// while a consumer of this process reads the partition, close it once that consumer let go.
     std::optional<unique_fd> try_take_partition(std::size_t partition) const;
 
-    /// The folder of the group's lease files.
-    const std::string& folder() const noexcept { return folder_; }
-
 private:
     std::string folder_;
 };
