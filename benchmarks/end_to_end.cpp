@@ -4,6 +4,7 @@
 #include "bufferqueue/bufferqueue.hpp"
 
 #include "bench_support.hpp"
+#include "io_thread.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -27,25 +28,8 @@ using clock_type = std::chrono::steady_clock;
 
 namespace {
 
-/// An io_context run by its own thread until destroyed.
-class io_thread {
-public:
-    io_thread() : guard_(io_.get_executor()), thread_([this] { io_.run(); }) {}
-    io_thread(const io_thread&) = delete;
-    io_thread& operator=(const io_thread&) = delete;
-    ~io_thread()
-    {
-        guard_.reset();
-        io_.stop();
-        thread_.join();
-    }
-    boost::asio::io_context& context() noexcept { return io_; }
-
-private:
-    boost::asio::io_context io_;
-    boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
-    std::thread thread_;
-};
+using bq::bench::io_thread;
+using bq::bench::report_latencies;
 
 /// Runs `consumer` in a coroutine on `io` until the consumer is closed; counts what it receives and
 /// stamps the time of each resumption.
@@ -111,12 +95,6 @@ void end_to_end_throughput(benchmark::State& state, bool batches)
 }
 
 constexpr auto idle_pause = std::chrono::microseconds(300);
-
-void report_latencies(benchmark::State& state, std::vector<double>& samples)
-{
-    state.counters["p50_us"] = bq::bench::quantile(samples, 0.50) * 1e6;
-    state.counters["p99_us"] = bq::bench::quantile(samples, 0.99) * 1e6;
-}
 
 /// Target 4, ours: one item produced while the consumer's coroutine is suspended in consume() on an
 /// idle io_context thread; the time until that coroutine resumes.

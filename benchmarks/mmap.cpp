@@ -9,6 +9,7 @@
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 
 #include "bench_support.hpp"
+#include "mmap_support.hpp"
 
 #if BUFFERQUEUE_BENCH_SQLITE
 #include <sqlite3.h>
@@ -39,49 +40,11 @@
 
 namespace bq = bufferqueue;
 
-/// A 64-byte record.
-struct record {
-    std::int64_t id = 0;
-    std::int64_t timestamp = 0;
-    std::array<double, 6> values{};
-
-    MSGPACK_DEFINE(id, timestamp, values)
-};
-static_assert(sizeof(record) == 64);
-NLOHMANN_DEFINE_TYPE_NON_INTRUSIVE(record, id, timestamp, values)
-
 namespace {
 
-record make_record(std::int64_t id)
-{
-    return record{.id = id, .timestamp = id * 1000 + 7, .values = {0.5, 1.25, 2.0, -3.5, 1e-3, 12345.678}};
-}
-
-/// A scratch directory under $BUFFERQUEUE_BENCH_DIR, removed afterwards.
-class scratch_directory {
-public:
-    scratch_directory()
-    {
-        const char* base = std::getenv("BUFFERQUEUE_BENCH_DIR");
-        std::string pattern =
-            (std::filesystem::path(base != nullptr && *base != '\0' ? base : ".") / "bench-data-XXXXXX").string();
-        if (::mkdtemp(pattern.data()) == nullptr) {
-            throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
-        }
-        path_ = pattern;
-    }
-    scratch_directory(const scratch_directory&) = delete;
-    scratch_directory& operator=(const scratch_directory&) = delete;
-    ~scratch_directory()
-    {
-        std::error_code ignored;
-        std::filesystem::remove_all(path_, ignored);
-    }
-    const std::filesystem::path& path() const noexcept { return path_; }
-
-private:
-    std::filesystem::path path_;
-};
+using bq::bench::make_record;
+using bq::bench::record;
+using bq::bench::scratch_directory;
 
 /// One 64-byte record per try_produce into a one-partition mmap topic with the raw serializer.
 void mmap_produce(benchmark::State& state, bq::flush_strategy flush, std::size_t flush_batch_size)

@@ -265,6 +265,27 @@ def targets(results):
                    f"{krate(ours)}; SQLite {krate(sqlite)} = {fmt(over_sqlite)}; RocksDB {krate(rocksdb)} = "
                    f"{fmt(over_rocksdb)}", at_least(over_sqlite, 3) and at_least(over_rocksdb, 3))
 
+    # Issue 27: process-shared topics, same run.
+    exclusive, two = "shared/produce/batch_100/exclusive_process", "shared/produce/batch_100/processes:2"
+    if rate_of(two):
+        ratio = faster(two, exclusive)
+        target(status, "27a", "batch produce from 2 processes into one shared topic >= 0.8x one process with the "
+               "folder to itself (records/s in total)", f"{krate(two)} vs {krate(exclusive)} = {fmt(ratio)}",
+               at_least(ratio, 0.8))
+    four_processes, four_floor = "shared/produce/immediate/processes:4", "shared/floor/msync_per_4_records_64B"
+    if rate_of(four_processes):
+        ratio = faster(four_processes, four_floor)
+        target(status, "27b", "immediate produce from 4 processes on one partition >= 0.8x the floor of one msync "
+               "per four records", f"{krate(four_processes)} vs {krate(four_floor)} = {fmt(ratio)}",
+               at_least(ratio, 0.8))
+    cross, same = results.get("shared/wakeup/cross_process", {}), results.get("shared/wakeup/same_process", {})
+    if "p50_us" in cross and "p50_us" in same:
+        ratio = cross["p50_us"] / same["p50_us"]
+        target(status, "27c", "wake-up of a consumer parked in co_await consume() by an append in another process: "
+               "p50 within 3x of the same within one process", f"p50 {cross['p50_us']:.1f} us (p99 "
+               f"{cross['p99_us']:.1f}) vs {same['p50_us']:.1f} us (p99 {same['p99_us']:.1f}) = {ratio:.2f}x",
+               ratio <= 3)
+
     # Issue 16, section 3: cost that does not grow with idle partitions or many groups.
     base = time_of(results, "scale/partitions:4")
     if base:

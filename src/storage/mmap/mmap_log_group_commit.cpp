@@ -95,10 +95,17 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     last_flush_time_ = finish - start;
     flushing_ = false;
     if (!failure) {
-        flushed_tail(to, items);
-        unflushed_records_ = 0;
-        if (producer_hint_due()) {
-            write_producer_hint();
+        try {
+            // Process-shared logs: stores what was flushed, so other processes publish it too.
+            const shared_hold hold(*this);
+            flushed_through(flush_end, items);
+            unflushed_records_ = 0;
+            if (producer_hint_due()) {
+                write_producer_hint();
+            }
+        } catch (...) {
+            // The shared append lock is unusable: this process still publishes its flush.
+            flushed_through(flush_end, items);
         }
     }
     expected_followers_ = waiters_.size();

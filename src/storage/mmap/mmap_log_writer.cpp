@@ -73,7 +73,7 @@ std::uint64_t mmap_log_writer::written_end() const noexcept
     return logical_offset(tail_->index, tail_position_, files_.segment_size);
 }
 
-void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock)
+void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock, shared_hold& hold)
 {
     const std::uint64_t size = payload_.size();
     const std::uint64_t limit = max_payload_size(record_area());
@@ -87,29 +87,36 @@ void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock)
         if (flushing_) {
             // A rollover waits for the leader's msync of the tail (which retention may delete once
             // it is no longer the tail). Others append meanwhile: keep this record's payload aside
-            // and decide again.
+            // and decide again. The shared append lock is let go meanwhile (the leader takes it to
+            // store what it flushed); taking it again adopts what other processes appended.
             std::vector<std::byte> record = std::move(payload_);
+            hold.release();
             wait_for_idle_flush(lock);
             payload_ = std::move(record);
             require_open();
+            hold.acquire();
             continue;
         }
         // A segment-end marker is final: once written (even if the rollover then failed, or the
         // process stopped before it), the next record goes to the next segment.
         if (!tail_ended_) {
             reserve(*tail_, tail_position_ + record_header_size);
+            store_shared(tail_position_ + record_header_size);  // what a dead writer may have torn
             encode_segment_end(tail_->region.bytes().subspan(tail_position_));
             tail_ended_ = true;
+            store_shared(tail_position_);
         }
         roll_over(tail_position_ + record_header_size);
     }
     const std::uint64_t end = tail_position_ + record_size(size);
     reserve(*tail_, end);
+    store_shared(end);  // what a dead writer may have torn
     encode_record(tail_->region.bytes().subspan(tail_position_), payload_);
     tail_position_ = end;
     ++items_;
     ++unflushed_records_;
     ++records_since_checkpoint_;
+    store_shared(tail_position_);
 }
 
 // Records end at least `record_header_size` bytes before the end of a segment, so every segment this
@@ -147,6 +154,7 @@ void mmap_log_writer::roll_over(std::uint64_t flush_end)
     flushed_position_ = segment_header_size;
     tail_ended_ = false;
     publish();  // everything before the new segment is flushed
+    store_shared(tail_position_);
     write_producer_hint();
 }
 
@@ -190,6 +198,18 @@ void mmap_log_writer::flushed_tail(std::uint64_t position, std::uint64_t items) 
         flushed_items_ = items;
         mark_flushed(position);
         publish();
+        store_shared(tail_position_);
+    }
+}
+
+// After a successful msync of the log before the logical offset `flush_end` (`items` records): a
+// group-commit leader, whose tail may since have been rolled over by another process (whose
+// rollover flushed the whole old segment: nothing left to do then).
+void mmap_log_writer::flushed_through(std::uint64_t flush_end, std::uint64_t items) noexcept
+{
+    const segment_position at = split_offset(flush_end, files_.segment_size);
+    if (at.segment_index == tail_->index) {
+        flushed_tail(at.position, items);
     }
 }
 
@@ -199,6 +219,7 @@ void mmap_log_writer::flush_for_commit(std::uint64_t next_offset)
     require_open();
     wait_for_idle_flush(lock);
     require_open();
+    const shared_hold hold(*this);
     if (checkpointed_offset_ < next_offset) {
         flush_locked(true);
     }
@@ -209,10 +230,12 @@ void mmap_log_writer::close_locked() noexcept
     if (segments_.closed()) {
         return;
     }
-    try {
-        flush_locked(true);
-    } catch (...) {
-        // Closing releases resources whatever happens; the next open recovers from disk.
+    if (!shared_) {  // a shared log flushed in flush_shared_for_close
+        try {
+            flush_locked(true);
+        } catch (...) {
+            // Closing releases resources whatever happens; the next open recovers from disk.
+        }
     }
     if (!waiters_.empty()) {  // only when the flush failed before its msync
         settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{

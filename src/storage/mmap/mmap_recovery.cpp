@@ -18,24 +18,6 @@ bool is_temporary(const std::string& name)
     return name.ends_with(temporary_suffix);
 }
 
-std::unique_ptr<mmap_segment_file> open_segment(const mmap_partition_files& files, std::uint64_t index,
-                                                map_access access)
-{
-    auto segment = std::make_unique<mmap_segment_file>();
-    segment->index = index;
-    segment->path = files.segment_path(index);
-    segment->file =
-        open_file(segment->path, access == map_access::read_only ? open_mode::read_only : open_mode::read_write);
-    const std::uint64_t size = file_size(segment->file);
-    if (size != files.segment_size) {
-        files.corrupt(segment->path,
-                      fmt::format("has {} bytes, but the topic's segment_size is {}", size, files.segment_size));
-    }
-    segment->region = map_file(segment->file, static_cast<std::size_t>(size), access);
-    check_segment_header(segment->region.bytes(), index, files.segment_size, segment->path);
-    return segment;
-}
-
 const mmap_segment_file& segment_at(const mmap_recovered_state& state, std::uint64_t index)
 {
     return *state.segments[index - state.first_segment_index];
@@ -278,7 +260,7 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
                 files.segment_path(first_index + i),
                 fmt::format("is missing inside the retained range (segments {} to {})", first_index, indices.back()));
         }
-        state.segments.push_back(open_segment(files, indices[i], access));
+        state.segments.push_back(open_mmap_segment(files, indices[i], access));
     }
 }
 

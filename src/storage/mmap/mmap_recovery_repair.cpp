@@ -26,8 +26,19 @@ mapped_region map_flush_mark(const mmap_partition_files& files) noexcept
 
 }  // namespace
 
-void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk)
+void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk,
+                         recovery_repairs repairs)
 {
+    if (repairs == recovery_repairs::none) {
+        if (state.new_partition) {
+            files.corrupt(files.folder, "has no segment, but other processes have the topic open");
+        }
+        state.flush_mark = map_flush_mark(files);
+        state.leftovers.clear();
+        state.create_successor.reset();
+        state.cut_to = state.cut_from;
+        return;
+    }
     make_directories(files.folder);
     if (state.new_partition) {
         remove_file(files.flush_mark_path());  // a mark left without segments says nothing any more

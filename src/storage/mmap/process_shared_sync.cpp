@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <thread>
 #include <utility>
 
 namespace bufferqueue::detail {
@@ -67,7 +68,19 @@ process_shared_mutex::process_shared_mutex(std::byte* storage, std::string name)
 
 bool process_shared_mutex::lock()
 {
-    const int result = ::pthread_mutex_lock(as_mutex(storage_));
+    // A holder keeps the lock for one record at a time (a few hundred nanoseconds) unless it
+    // flushes: try a little while before sleeping in the kernel, which costs a futex wait and wake
+    // per hand-over between processes.
+    int result = EBUSY;
+    for (int attempt = 0; attempt < spin_attempts && result == EBUSY; ++attempt) {
+        result = ::pthread_mutex_trylock(as_mutex(storage_));
+        if (result == EBUSY) {
+            std::this_thread::yield();
+        }
+    }
+    if (result == EBUSY) {
+        result = ::pthread_mutex_lock(as_mutex(storage_));
+    }
     if (result == 0) {
         return false;
     }

@@ -157,6 +157,18 @@ process_shared_mutex shared_topic_header::append_lock(std::size_t partition) con
                                 fmt::format("append lock of topic '{}' partition {}", topic_, partition));
 }
 
+shared_log_slot shared_topic_header::log_slot(std::size_t partition) const
+{
+    static_assert(shared_log_slot::offset_in_slot >= process_shared_mutex::storage_size &&
+                  shared_log_slot::offset_in_slot + shared_log_slot::size <= layout::slot_size);
+    if (partition >= partitions_) {
+        throw error(errc::invalid_argument, fmt::format("mmap topic '{}': no partition {} in {} (it has {})", topic_,
+                                                        partition, region_.path(), partitions_));
+    }
+    return shared_log_slot(region_.data() + layout::header_size + partition * layout::slot_size +
+                           shared_log_slot::offset_in_slot);
+}
+
 process_shared_event shared_topic_header::wake_event() const noexcept
 {
     return process_shared_event(region_.data() + layout::wake_offset);

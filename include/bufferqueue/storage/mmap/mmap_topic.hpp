@@ -58,6 +58,15 @@ struct mmap_topic_options {
     /// Optional key routing; round-robin when empty. Equal keys reach the same partition after a
     /// restart too (routing never depends on the process).
     key_selector<T> partition_key{};
+    /// Lets queues in several processes of this host open the topic at once, each producing and
+    /// consuming (docs/mmap-storage.md, "Process-shared topics"): appends to a partition are
+    /// serialized across processes, consumers of one group share the partitions across processes,
+    /// and a consumer parked in `consume()` wakes when another process appends. Every process must
+    /// give the same `partitions`, `segment_size`, `max_retained_consumed_segments` and serializer
+    /// type (else `invalid_argument` naming the option and the folder). With `false` (the default)
+    /// the folder is locked by one queue, and a second one gets `io_error`. Retention across
+    /// processes is not built yet: with `true`, `max_retained_consumed_segments` must stay empty.
+    bool process_shared = false;
 };
 
 namespace detail {
@@ -73,9 +82,11 @@ inline void validate_topic_folder_name(const std::string& name)
 
 /// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
 /// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
-/// changes no file of any partition. Throws `bufferqueue::error`: `invalid_argument` naming the
-/// option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue
-/// holds the folder open), `topic_exists` and `closed` (checked before the folder is locked).
+/// changes no file of any partition. With `process_shared`, the folder is held shared: the first
+/// queue to open it recovers and repairs as above; later ones (while it stays open somewhere) read
+/// the log's state from the shared header and repair nothing. Throws `bufferqueue::error`: `invalid_argument` naming
+/// the option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue holds the folder
+/// open), `topic_exists` and `closed` (checked before the folder is locked).
 template <class T>
 registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& context)
 {
@@ -92,9 +103,26 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
     require_option(options.flush == flush_strategy::immediate || options.flush == flush_strategy::batch, kind,
                    options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
 
+    require_option(!options.process_shared || !options.max_retained_consumed_segments, kind, options.name,
+                   "max_retained_consumed_segments",
+                   "must stay empty with process_shared: retention across processes is not built yet");
+
     const std::string topic_folder = (options.data_directory / options.name).string();
     make_directories(topic_folder);
-    auto lock = std::make_shared<directory_lock>(topic_folder);
+    std::shared_ptr<directory_lock> lock;
+    std::shared_ptr<shared_topic_runtime> shared;
+    if (options.process_shared) {
+        shared = std::make_shared<shared_topic_runtime>(
+            options.name, topic_folder,
+            shared_topic_options{.partitions = options.partitions,
+                                 .segment_size = options.segment_size,
+                                 .max_retained_consumed_segments = options.max_retained_consumed_segments,
+                                 .serializer_name = std::string(options.serializer.type_name())});
+    } else {
+        lock = std::make_shared<directory_lock>(topic_folder);
+    }
+    // A process-shared folder that other processes have open is theirs to repair: this one only reads.
+    const recovery_repairs repairs = !shared || shared->first() ? recovery_repairs::all : recovery_repairs::none;
 
     for (const directory_entry& entry : list_directory(topic_folder)) {
         constexpr std::string_view prefix = "partition-";
@@ -127,28 +155,46 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
     }
     // Every partition is validated before any is repaired, so a failed open changes no file.
     std::deque<mmap_recovered_state> recovered;  // a deque: the state is move-only
-    for (const auto& configuration : configurations) {
-        recovered.push_back(recover_mmap_partition(partition_type::partition_files(configuration)));
+    for (std::size_t partition = 0; partition < options.partitions; ++partition) {
+        const mmap_partition_files files = partition_type::partition_files(configurations[partition]);
+        // Other processes append meanwhile: read the partition while none of them can.
+        std::optional<shared_topic_runtime::partition_guard> quiet;
+        if (repairs == recovery_repairs::none) {
+            quiet.emplace(*shared, partition, files);
+        }
+        recovered.push_back(recover_mmap_partition(files));
     }
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
         apply_mmap_recovery(partition_type::partition_files(configurations[partition]), recovered[partition],
-                            partition_type::reservation_chunk);
+                            partition_type::reservation_chunk, repairs);
     }
     topic_partitions<partition_type> partitions;
     partitions.reserve(options.partitions);
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
-        partitions.emplace_back(std::move(configurations[partition]), std::move(recovered[partition]));
+        partition_type& opened =
+            partitions.emplace_back(std::move(configurations[partition]), std::move(recovered[partition]));
+        if (shared) {
+            opened.share(*shared, shared->first());
+        }
     }
     // Only once every partition opened: a failed open changes no partition's segments.
     for (std::size_t partition = 0; partition < partitions.size(); ++partition) {
         partitions[partition].retain_at_open();
+    }
+    std::shared_ptr<group_membership> membership;
+    std::shared_ptr<void> resources = lock;
+    if (shared) {
+        membership = shared->make_membership();
+        shared->start();
+        resources = shared;
     }
     return make_partitioned_topic(context,
                                   topic_settings<T>{.name = std::move(options.name),
                                                     .partition_key = std::move(options.partition_key),
                                                     .bounded_capacity = std::nullopt,
                                                     .full_mode = full_mode::wait,
-                                                    .resources = std::move(lock)},
+                                                    .resources = std::move(resources),
+                                                    .membership = std::move(membership)},
                                   std::move(partitions));
 }
 

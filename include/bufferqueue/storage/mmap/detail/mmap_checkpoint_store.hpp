@@ -53,10 +53,19 @@ public:
     /// or a new one at the group's persisted position; a group never seen starts at earliest.offset
     /// and appears with its first checkpoint, so it holds retention before its first pull. Throws
     /// `closed`, `io_error`. Thread-safe; allocates.
-    Cursor& open_cursor(std::string_view group)
+    ///
+    /// With `on_disk_first` (process-shared topics; the caller holds the partition's shared append
+    /// lock) a group this partition does not know yet is looked for on disk first: another process
+    /// may have made it since this one opened.
+    Cursor& open_cursor(std::string_view group, bool on_disk_first = false)
     {
         const std::lock_guard lock(mutex_);
         require_open();
+        if (on_disk_first && !groups_.contains(group)) {
+            if (const auto stored = read_checkpoint(files_.group_checkpoint_path(escape_group_name(group)))) {
+                groups_.emplace(std::string(group), position_of(*stored));
+            }
+        }
         const auto reopened =
             std::find_if(cursors_.begin(), cursors_.end(), [&](const Cursor& each) { return each.group == group; });
         if (reopened != cursors_.end()) {
@@ -92,6 +101,37 @@ public:
         reader.committed.store(next_offset, std::memory_order_release);
         groups_[reader.group] = {next_offset, items};
         retain(log_end);  // the commit stands from here on, whatever retention meets
+    }
+
+    /// Process-shared topics: reads the group's checkpoint from disk again (another process may have
+    /// committed since) and moves its open cursor there, when the partition is about to be given to
+    /// a consumer of this process (nobody here reads it then). Changes nothing when the group has no
+    /// checkpoint or it cannot be read. Never throws. Thread-safe.
+    void reload_group(std::string_view group) noexcept
+    {
+        try {
+            const std::lock_guard lock(mutex_);
+            if (segments_.closed()) {
+                return;
+            }
+            const auto stored = read_checkpoint(files_.group_checkpoint_path(escape_group_name(group)));
+            if (!stored) {
+                return;
+            }
+            const log_position position = position_of(*stored);
+            groups_[std::string(group)] = position;
+            for (Cursor& each : cursors_) {
+                if (each.group == group) {
+                    each.pulled_end.reset();
+                    each.undecodable.reset();
+                    each.idle_until.store(0, std::memory_order_relaxed);
+                    each.committed_items.store(position.items, std::memory_order_release);
+                    each.committed.store(position.offset, std::memory_order_release);
+                }
+            }
+        } catch (...) {
+            // The cursor stays where this process last saw the group: at-least-once still holds.
+        }
     }
 
     /// True when the partition holds a checkpoint for `group`. Thread-safe.
@@ -151,6 +191,13 @@ private:
         if (segments_.closed()) {
             throw error(errc::closed, files_.description + " is closed");
         }
+    }
+
+    // A checkpoint another process wrote, with its item index counted in the log (the segments up to
+    // it are mapped: the caller refreshed the log first).
+    log_position position_of(std::uint64_t offset) const noexcept
+    {
+        return {offset, segments_.items_at(offset).value_or(earliest_.items)};
     }
 
     // The item index at `offset`, where a commit of the cursor's group moves it: the end of its

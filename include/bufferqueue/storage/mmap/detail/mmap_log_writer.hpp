@@ -8,6 +8,8 @@
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
+#include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_log_slot.hpp"
 
 #include <atomic>
 #include <chrono>
@@ -16,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,13 @@ namespace bufferqueue::detail {
 /// again (see `gather_followers`), msyncs everything appended so far with the mutex released, then settles every waiter
 /// the flush covered - with success, or with the flush's error - and wakes the others. At most one msync of the log
 /// runs at a time: rollovers, commits and close wait for the leader.
+///
+/// Process-shared topics (`share`): the log is appended to by the writers of several processes. Each
+/// holds the partition's shared append lock (after its own mutex) while it writes, rolls over or
+/// flushes: it adopts the state other processes stored in the shared slot, mapping the segments they
+/// created, and stores its own back after every record. Group commit works across processes: an
+/// msync flushes the pages of every process's records before its end, and the flushed end in the
+/// slot tells the others.
 class mmap_log_writer {
 public:
     /// The chunk of disk blocks reserved at a time (also when recovery creates a segment).
@@ -53,6 +63,43 @@ public:
     mmap_log_writer(const mmap_log_writer&) = delete;
     mmap_log_writer& operator=(const mmap_log_writer&) = delete;
 
+    /// A partition's part of a process-shared topic's shared header.
+    struct shared_log_link {
+        process_shared_mutex lock;  ///< the partition's append lock
+        shared_log_slot slot;       ///< the partition's shared log state, guarded by `lock`
+        process_shared_event wake;  ///< notified after this writer published records
+    };
+
+    /// Shares the log with other processes through `link`. Call once, before any other call. With
+    /// `first` (no other process has the topic open) the slot is written from this writer's
+    /// recovered state; otherwise the writer adopts the slot's state, and publishes what it says is
+    /// published. Throws `io_error` (the append lock is unusable), `corrupt_data` (a segment the
+    /// slot names is missing or damaged). Not thread-safe (the partition's constructor calls it).
+    void share(shared_log_link link, bool first);
+
+    /// Process-shared logs: takes over what other processes appended (mapping the segments they
+    /// created) and publishes it; returns true when the published end moved. Without `share`, or once
+    /// closed: false. Never throws (a failure leaves the view as it was; the next call retries).
+    /// Thread-safe; blocks on the writer's mutex and the shared append lock.
+    bool refresh() noexcept;
+
+    /// Process-shared logs: a consumer of this process found nothing to read and may wait. Marks
+    /// the slot, so that the next append of any process that publishes wakes the watchers (appends
+    /// while no consumer waits wake nobody), and wakes this process's watcher itself when another
+    /// process published more already. Lock-free; never throws. Without `share`: nothing.
+    void note_consumer_waiting() const noexcept;
+
+    /// Runs `work()` holding the writer's mutex and, for a process-shared log, the shared append
+    /// lock (the partition creates group folders under it, so two processes never race to make one).
+    /// Returns what `work` returns; throws what it throws, and what taking the lock throws.
+    template <class Work>
+    decltype(auto) with_append_lock(Work&& work)
+    {
+        std::unique_lock lock(mutex_);
+        const shared_hold hold(*this);
+        return std::forward<Work>(work)();
+    }
+
     /// The writer's mutex, for the partition's close (lock order: this one first).
     std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
 
@@ -68,11 +115,12 @@ public:
     {
         std::unique_lock lock(mutex_);
         require_open();
+        shared_hold hold(*this);
         try {
             while (appended < count) {
                 payload_.clear();
                 serialize(appended, payload_);
-                write_record(lock);
+                write_record(lock, hold);
                 ++appended;
                 if (settings_.flush == flush_strategy::batch && unflushed_records_ >= settings_.flush_batch_size) {
                     flush_locked(false);
@@ -83,8 +131,10 @@ public:
             throw;
         }
         publish();
+        const std::uint64_t end = written_end();
+        hold.release();
         if (settings_.flush == flush_strategy::immediate) {
-            wait_until_durable(lock, written_end());
+            wait_until_durable(lock, end);
         }
     }
 
@@ -96,9 +146,15 @@ public:
     /// Holding the lock afterwards keeps it so: only an append holding it starts a flush.
     void wait_for_idle_flush(std::unique_lock<std::mutex>& lock);
 
-    /// Flushes what is pending (best effort), settles every waiting append, then closes `segments`
-    /// and unmaps flush.mark. Caller holds `lock()` and waited with `wait_for_idle_flush` since
-    /// taking it. Never throws.
+    /// Process-shared logs: flushes what is pending (best effort) under the shared append lock, which
+    /// `close_locked` does not take (the partition calls this before it takes its groups mutex: the
+    /// shared lock comes before it, as when a group is opened). Caller holds `lock()` and waited with
+    /// `wait_for_idle_flush`. Never throws.
+    void flush_shared_for_close() noexcept;
+
+    /// Flushes what is pending (best effort; a shared log's was flushed by `flush_shared_for_close`),
+    /// settles every waiting append, then closes `segments` and unmaps flush.mark. Caller holds `lock()` and waited
+    /// with `wait_for_idle_flush` since taking it. Never throws.
     void close_locked() noexcept;
 
     /// The logical offset one past the newest published record (acquire). Thread-safe.
@@ -112,6 +168,38 @@ public:
     std::uint64_t appended_items() const;
 
 private:
+    // Holds the shared append lock of a process-shared log (nothing otherwise) while it lives, having
+    // adopted the shared state when it took it; stores this writer's state back, unlocks and wakes
+    // the other processes' watchers when released. Used under mutex_.
+    class shared_hold {
+    public:
+        explicit shared_hold(mmap_log_writer& writer) : writer_(writer) { acquire(); }
+        ~shared_hold() { release(); }
+        shared_hold(const shared_hold&) = delete;
+        shared_hold& operator=(const shared_hold&) = delete;
+
+        void acquire()
+        {
+            // Once closed there is no tail to adopt: the caller's own checks report `closed`.
+            if (writer_.shared_ && !held_ && !writer_.segments_.closed()) {
+                writer_.lock_shared();
+                held_ = true;
+            }
+        }
+
+        void release() noexcept
+        {
+            if (held_) {
+                held_ = false;
+                writer_.unlock_shared();
+            }
+        }
+
+    private:
+        mmap_log_writer& writer_;
+        bool held_ = false;
+    };
+
     // Bounds on how far producer.offset lags the flushed data on the produce path (see
     // producer_hint_due).
     static constexpr std::size_t producer_hint_records = 64 * 1024;
@@ -139,13 +227,21 @@ private:
     void publish() noexcept;
     void publish_up_to(std::uint64_t position, std::uint64_t items) noexcept;
     std::uint64_t written_end() const noexcept;
-    void write_record(std::unique_lock<std::mutex>& lock);
+    void write_record(std::unique_lock<std::mutex>& lock, shared_hold& hold);
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
     void gather_followers(std::unique_lock<std::mutex>& lock);
     void lead_flush(std::unique_lock<std::mutex>& lock) noexcept;
     static std::shared_ptr<const flush_failure> current_failure() noexcept;
     void settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept;
     void flushed_tail(std::uint64_t position, std::uint64_t items) noexcept;
+    void flushed_through(std::uint64_t flush_end, std::uint64_t items) noexcept;
+    // Process-shared logs (mmap_log_sharing.cpp), all under mutex_.
+    void lock_shared();
+    void unlock_shared() noexcept;
+    void store_shared(std::uint64_t pending_end) noexcept;
+    void adopt(const shared_log_state& state);
+    void repair_dead_writer(const shared_log_state& state);
+    void map_segments_up_to(std::uint64_t index, std::uint64_t tail_first_item);
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;
     void reserve(mmap_segment_file& segment, std::uint64_t end);
@@ -186,9 +282,17 @@ private:
     std::chrono::steady_clock::duration last_flush_time_{};
     std::condition_variable flush_done_;        // a leader finished; waiters re-check
     std::condition_variable follower_arrived_;  // an append started waiting; the gathering leader re-checks
+    std::optional<shared_log_link> shared_;     // set by share() before any other call
+    std::uint64_t shared_published_ = 0;        // the slot's published end when last adopted; mutex_
     // Written together under mutex_ (items first), read by consumers: one cache line of their own.
     alignas(64) std::atomic<std::uint64_t> published_end_{0};
     std::atomic<std::uint64_t> published_items_{0};
 };
+
+/// The repair after a writer died holding a partition's shared append lock (the next holder calls it,
+/// still holding the lock): zeroes the bytes between the slot's tail position and its pending end
+/// in the tail segment, removes a successor file the slot does not name, and stores the repaired
+/// slot. Throws `io_error`, `corrupt_data` (the tail segment is missing or damaged).
+void repair_shared_tail(const mmap_partition_files& files, shared_log_slot slot);
 
 }  // namespace bufferqueue::detail

@@ -13,6 +13,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_topic_runtime.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <cstddef>
@@ -49,7 +50,7 @@ inline std::string partition_folder(const std::string& topic_folder, std::size_t
 /// (the group's committed position); all lock-free. Lock order: the writer's mutex, then the
 /// checkpoint store's groups mutex, then the segment list's mutex.
 template <class T>
-class mmap_partition {
+class mmap_partition final : public shared_partition_hooks {
 public:
     struct settings {
         std::string topic;
@@ -106,7 +107,45 @@ public:
         });
     }
 
-    cursor& open_cursor(std::string_view group) { return checkpoints_.open_cursor(group); }
+    /// Process-shared topics: shares the log with the other processes that have the topic open (see
+    /// `mmap_log_writer::share`) and attaches to `runtime`'s watcher until `close`. Call once, right
+    /// after construction; `runtime` must outlive the partition's `close`.
+    void share(shared_topic_runtime& runtime, bool first)
+    {
+        writer_.share(runtime.link(settings_.partition), first);
+        shared_ = true;
+        runtime.attach(settings_.partition, *this);
+        runtime_ = &runtime;
+    }
+
+    /// The waker of the consumers waiting on this partition (called once by the topic).
+    void bind_waker(partition_waker waker) noexcept { waker_ = waker; }
+
+    /// Process-shared topics: publishes what other processes appended and wakes the waiting
+    /// consumers when there is more. Never throws; thread-safe.
+    void refresh() noexcept override
+    {
+        if (writer_.refresh()) {
+            waker_.notify();
+        }
+    }
+
+    /// Process-shared topics: re-reads the group's committed position before the partition is given
+    /// to a consumer of this process (see `mmap_checkpoint_store::reload_group`). Never throws.
+    void reload_group(std::string_view group) noexcept override
+    {
+        writer_.refresh();
+        checkpoints_.reload_group(group);
+    }
+
+    cursor& open_cursor(std::string_view group)
+    {
+        if (!shared_) {
+            return checkpoints_.open_cursor(group);
+        }
+        // Under the shared append lock: two processes never race to make the group's folder.
+        return writer_.with_append_lock([&]() -> cursor& { return checkpoints_.open_cursor(group, true); });
+    }
 
     pull_result<T> pull(cursor& reader, std::size_t max_items) { return reader_.pull(reader, max_items); }
 
@@ -148,15 +187,29 @@ public:
 
     void release_batch(cursor&) noexcept {}
 
-    bool has_data(const cursor& reader) const noexcept { return reader_.has_data(reader); }
+    bool has_data(const cursor& reader) const noexcept
+    {
+        if (reader_.has_data(reader)) {
+            return true;
+        }
+        if (shared_) {
+            writer_.note_consumer_waiting();  // the consumer may wait: appends of other processes wake it
+        }
+        return false;
+    }
 
     /// Flushes what is pending (best effort), unmaps and closes every file. Idempotent.
     void close() noexcept
     {
+        if (runtime_ != nullptr) {
+            runtime_->detach(settings_.partition);  // before the locks: a refresh in progress takes them
+            runtime_ = nullptr;
+        }
         auto append_lock = writer_.lock();
         // Before the groups lock: the wait releases the append lock, which must never be taken again
         // while the groups lock is held.
         writer_.wait_for_idle_flush(append_lock);
+        writer_.flush_shared_for_close();
         const auto groups_lock = checkpoints_.lock();  // waits for a commit's checkpoint and retention
         writer_.close_locked();
     }
@@ -203,6 +256,9 @@ private:
     mmap_log_writer writer_;
     mmap_log_reader<T> reader_;
     mmap_checkpoint_store<cursor> checkpoints_;
+    bool shared_ = false;                      // set by share(), before the topic is built
+    shared_topic_runtime* runtime_ = nullptr;  // set by share(); reset by close()
+    partition_waker waker_;                    // set by bind_waker(), before the topic is built
 };
 
 static_assert(storage_partition<mmap_partition<std::string>, std::string>);

@@ -74,8 +74,14 @@ struct mmap_recovered_state {
 mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files,
                                             map_access access = map_access::read_write);
 
+/// Which repairs step 2 makes: all of them, or (`none`: other processes have the folder of a
+/// process-shared topic open and write to it) only mapping flush.mark; the open writers' state in
+/// the shared header says where the log ends.
+enum class recovery_repairs { all, none };
+
 /// Step 2: applies the repairs `state` lists. Throws `error(errc::io_error)`; a failure part way
 /// leaves repairs that the next open makes again (each is idempotent).
-void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk);
+void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t first_chunk,
+                         recovery_repairs repairs = recovery_repairs::all);
 
 }  // namespace bufferqueue::detail

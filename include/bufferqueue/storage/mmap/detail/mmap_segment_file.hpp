@@ -53,4 +53,10 @@ struct mmap_partition_files {
 std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
                                                        std::uint64_t first_chunk, std::uint64_t first_item);
 
+/// Opens and maps the existing segment `index` (with `map_access::read_only`, PROT_READ) and checks
+/// its size and header; `first_item` is left 0. Throws `error(errc::corrupt_data)` naming the file
+/// for a wrong size or header, `error(errc::io_error)` when it cannot be opened or mapped.
+std::unique_ptr<mmap_segment_file> open_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
+                                                     map_access access = map_access::read_write);
+
 }  // namespace bufferqueue::detail

@@ -30,8 +30,11 @@ public:
     /// `name` is used in error messages. Never throws.
     process_shared_mutex(std::byte* storage, std::string name) noexcept;
 
-    /// Blocks until this thread holds the mutex. Returns true when its previous holder died holding
-    /// it: what it guards may be half-changed, so repair it before `unlock()`. Throws
+    /// Attempts (each followed by a yield) before `lock` sleeps in the kernel.
+    static constexpr int spin_attempts = 16;
+
+    /// Blocks until this thread holds the mutex (trying `spin_attempts` times first). Returns true when its previous
+    /// holder died holding it: what it guards may be half-changed, so repair it before `unlock()`. Throws
     /// `error(errc::io_error)` naming the mutex when it cannot be taken (a holder died and the next
     /// one unlocked it without repairing: it is then unusable until the shared header is made anew).
     bool lock();

@@ -24,11 +24,12 @@
 //
 //   offset size field
 //        0   64 append lock: a robust process-shared pthread_mutex_t (glibc's layout), then zeros
-//       64  192 reserved, 0
+//       64  192 the partition's shared log state (shared_log_slot.hpp), guarded by the append lock
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/file_mapping.hpp"
 #include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_log_slot.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -87,6 +88,10 @@ public:
 
     /// The append lock of `partition` (< the topic's partitions), shared by every process.
     process_shared_mutex append_lock(std::size_t partition) const;
+
+    /// The shared log state of `partition` (< the topic's partitions), guarded by its append lock.
+    /// Zero until the first opener's partition stores its state.
+    shared_log_slot log_slot(std::size_t partition) const;
 
     /// The topic's wake-up event: appenders notify it, each process's watcher waits on it.
     process_shared_event wake_event() const noexcept;

@@ -1,0 +1,121 @@
+// Internal: the shared state of one partition's log in a process-shared topic, stored in the
+// partition's slot of the shared header (shared_topic_header.hpp) right after its append lock. Every
+// process's writer adopts it when it takes the append lock and stores its own state back before it
+// lets go, so the processes append to one log; readers learn from it what other processes published.
+//
+// Bytes 64..255 of partition slot p (docs/mmap-format.md, "Shared header"), integers in the host's
+// byte order, read and written only under the partition's append lock:
+//
+//   offset size field
+//       64    8 tail segment index (the segment appends go to)
+//       72    8 tail position: where the next record goes in the tail segment
+//       80    8 the item index of the tail segment's first record
+//       88    8 records appended to the partition, ever
+//       96    8 1 when the tail segment holds a segment-end marker (the next append rolls over), else 0
+//      104    8 pending end: while a record (or marker) is being written at the tail position, the
+//                position it ends at; the tail position otherwise (what a dead writer may have torn)
+//      112    8 flushed end, a logical offset: the log before it was msynced
+//      120    8 records before the flushed end
+//      128    8 published end, a logical offset: consumers may read the log before it
+//      136    8 records before the published end
+//      144    8 1 while a consumer of some process found nothing new and may wait: the next append
+//                that publishes takes it (back to 0) and wakes the watchers; 0 otherwise
+//      152  104 reserved, 0
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <bit>
+#include <cstddef>
+#include <cstdint>
+
+namespace bufferqueue::detail {
+
+/// The fields above, as one value.
+struct shared_log_state {
+    std::uint64_t tail_segment = 0;
+    std::uint64_t tail_position = 0;
+    std::uint64_t tail_first_item = 0;
+    std::uint64_t items = 0;
+    std::uint64_t tail_ended = 0;
+    std::uint64_t pending_end = 0;
+    std::uint64_t flushed_end = 0;
+    std::uint64_t flushed_items = 0;
+    std::uint64_t published_end = 0;
+    std::uint64_t published_items = 0;
+};
+
+/// A view of one partition's shared log state inside the mapped shared header. Copyable; valid
+/// while the header's mapping lives. `load` and `store` only under the partition's append lock; each
+/// field is accessed as one relaxed atomic, so `published_end` may also be read without the lock
+/// (a hint: the watcher takes the lock only when it moved).
+class shared_log_slot {
+public:
+    /// Where the state starts within a partition slot.
+    static constexpr std::size_t offset_in_slot = 64;
+    /// Bytes of the slot the state may use (up to the slot's end).
+    static constexpr std::size_t size = 192;
+    static_assert(sizeof(shared_log_state) <= size);
+    static constexpr std::size_t fields = sizeof(shared_log_state) / sizeof(std::uint64_t);
+    /// The consumer-waiting mark (byte 144 of the slot) is outside `shared_log_state`: it is set
+    /// without the lock, so `store` must never write it back.
+    static constexpr std::size_t consumer_waiting_field = fields;
+    static_assert((consumer_waiting_field + 1) * sizeof(std::uint64_t) <= size);
+
+    shared_log_slot() noexcept = default;
+
+    /// A view of the state at `storage` (8-aligned, `size` bytes). Never throws.
+    explicit shared_log_slot(std::byte* storage) noexcept : storage_(storage) {}
+
+    /// The stored state. Never throws.
+    shared_log_state load() const noexcept
+    {
+        std::array<std::uint64_t, fields> values{};
+        for (std::size_t field = 0; field < fields; ++field) {
+            values[field] = at(field).load(std::memory_order_relaxed);
+        }
+        return std::bit_cast<shared_log_state>(values);
+    }
+
+    /// Stores `state`. Never throws.
+    void store(const shared_log_state& state) noexcept
+    {
+        const auto values = std::bit_cast<std::array<std::uint64_t, fields>>(state);
+        for (std::size_t field = 0; field < fields; ++field) {
+            at(field).store(values[field], std::memory_order_relaxed);
+        }
+    }
+
+    /// A consumer found nothing new and may wait (without the lock; a full barrier follows). Never throws.
+    void mark_consumer_waiting() const noexcept
+    {
+        at(consumer_waiting_field).exchange(1, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+
+    /// Takes the waiting mark (without the lock, after a full barrier): true when a consumer may
+    /// wait for what was just published. Never throws.
+    bool take_consumer_waiting() const noexcept
+    {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        auto mark = at(consumer_waiting_field);
+        return mark.load(std::memory_order_relaxed) != 0 && mark.exchange(0, std::memory_order_seq_cst) != 0;
+    }
+
+    /// The published end, read without the lock (it may be moving). Never throws.
+    std::uint64_t published_end() const noexcept
+    {
+        return at(offsetof(shared_log_state, published_end) / sizeof(std::uint64_t)).load(std::memory_order_relaxed);
+    }
+
+private:
+    std::atomic_ref<std::uint64_t> at(std::size_t field) const noexcept
+    {
+        return std::atomic_ref<std::uint64_t>(*reinterpret_cast<std::uint64_t*>(  // NOLINT: the mapped field
+            storage_ + field * sizeof(std::uint64_t)));
+    }
+
+    std::byte* storage_ = nullptr;
+};
+
+}  // namespace bufferqueue::detail

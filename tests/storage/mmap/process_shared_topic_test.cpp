@@ -1,0 +1,427 @@
+// Process-shared persistent topics (issue 27): queues in several processes (and several queues of
+// one process, which hold the folder the same way) open one topic folder at once.
+#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+
+#include "bufferqueue/buffer_queue.hpp"
+
+#include "catch.hpp"
+#include "child_process.hpp"
+#include "queue_test_support.hpp"
+#include "test_support.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <csignal>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+// In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
+namespace process_shared_topic_test {
+
+namespace {
+
+namespace bq = bufferqueue;
+using bq::errc;
+using bq::test::child_process;
+using bq::test::error_from;
+using bq::test::missing_from;
+using bq::test::run_until;
+using bq::test::signal_pipe;
+using bq::test::string_bytes_serializer;
+using bq::test::temporary_directory;
+using namespace std::chrono_literals;
+
+struct queue_runner {
+    boost::asio::io_context io;
+    std::unique_ptr<bq::buffer_queue> queue = std::make_unique<bq::buffer_queue>(io.get_executor());
+    bq::buffer_queue* operator->() const { return queue.get(); }
+};
+
+bq::mmap_topic_options<std::string> shared_topic(const std::filesystem::path& directory, std::size_t partitions = 1,
+                                                 bq::flush_strategy flush = bq::flush_strategy::batch)
+{
+    return {.name = "events",
+            .partitions = partitions,
+            .data_directory = directory,
+            .segment_size = 4096,
+            .flush = flush,
+            .serializer = string_bytes_serializer{},
+            .process_shared = true};
+}
+
+bq::pull_consumer_options group(const std::string& name)
+{
+    return {.topic = "events", .group = name, .auto_commit = false, .batch_size = 64};
+}
+
+// "{source}-{number:06}": the producer and its sequence number.
+std::string record(const std::string& source, std::size_t number)
+{
+    std::string digits = std::to_string(number);
+    digits.insert(0, 6 - digits.size(), '0');
+    return source + "-" + digits;
+}
+
+// Consumes (and commits) until `count` items came or `limit` passed; the items in delivery order.
+std::vector<std::string> consume_items(queue_runner& runner, bq::pull_consumer<std::string>& consumer,
+                                       std::size_t count, std::chrono::milliseconds limit = 10s)
+{
+    std::vector<std::string> items;
+    run_until(
+        runner.io,
+        [&] {
+            while (auto delivered = consumer.try_consume()) {
+                items.insert(items.end(), delivered->begin(), delivered->end());
+                REQUIRE_FALSE(bq::test::commit_now(consumer, runner.io));
+            }
+            return items.size() >= count;
+        },
+        limit);
+    return items;
+}
+
+// Each source's numbers in the order delivered.
+std::map<std::string, std::vector<std::size_t>> by_source(const std::vector<std::string>& items)
+{
+    std::map<std::string, std::vector<std::size_t>> sources;
+    for (const std::string& item : items) {
+        const std::size_t dash = item.rfind('-');
+        sources[item.substr(0, dash)].push_back(std::stoul(item.substr(dash + 1)));
+    }
+    return sources;
+}
+
+std::vector<std::size_t> numbers(std::size_t first, std::size_t count)
+{
+    std::vector<std::size_t> values;
+    for (std::size_t value = first; value < first + count; ++value) {
+        values.push_back(value);
+    }
+    return values;
+}
+
+TEST_CASE("process-shared topic: a second queue opens the folder, and what one produces the other consumes",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner writer;
+    queue_runner reader;
+    writer->add_topic(shared_topic(directory.path()));
+    reader->add_topic(shared_topic(directory.path()));
+    auto consumer = reader->create_pull_consumer<std::string>(group("g"));
+    auto producer = writer->producer<std::string>("events");
+    for (std::size_t number = 0; number < 300; ++number) {
+        REQUIRE(producer.try_produce(record("w", number)));
+    }
+    const auto items = consume_items(reader, consumer, 300);
+    CHECK(by_source(items)["w"] == numbers(0, 300));
+}
+
+TEST_CASE("process-shared topic: a consumer parked in consume() wakes when another queue appends",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner writer;
+    queue_runner reader;
+    writer->add_topic(shared_topic(directory.path(), 1, bq::flush_strategy::immediate));
+    reader->add_topic(shared_topic(directory.path(), 1, bq::flush_strategy::immediate));
+    auto consumer = reader->create_pull_consumer<std::string>(group("g"));
+    std::optional<std::vector<std::string>> delivered;
+    boost::asio::co_spawn(
+        reader.io,
+        [&]() -> boost::asio::awaitable<void> {
+            auto batch = co_await consumer.consume();
+            delivered.emplace(batch.begin(), batch.end());
+        },
+        boost::asio::detached);
+    // Parked: nothing to read yet.
+    CHECK_FALSE(run_until(
+        reader.io, [&] { return delivered.has_value(); }, 300ms));
+    bool accepted = false;
+    std::thread producing([&] {
+        auto producer = writer->producer<std::string>("events");
+        accepted = producer.try_produce(record("w", 0));
+    });
+    producing.join();
+    REQUIRE(accepted);
+    REQUIRE(run_until(
+        reader.io, [&] { return delivered.has_value(); }, 5s));
+    CHECK(*delivered == std::vector<std::string>{record("w", 0)});
+}
+
+TEST_CASE("process-shared topic: two queues producing into one partition at once lose nothing and keep each "
+          "producer's order, also after a reopen",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    constexpr std::size_t per_producer = 3000;
+    for (const auto flush : {bq::flush_strategy::batch, bq::flush_strategy::immediate}) {
+        const std::size_t count = flush == bq::flush_strategy::batch ? per_producer : per_producer / 10;
+        const std::string topic_folder = "run-" + std::to_string(static_cast<int>(flush));
+        const auto folder = directory.path() / topic_folder;
+        {
+            queue_runner first;
+            queue_runner second;
+            first->add_topic(shared_topic(folder, 1, flush));
+            second->add_topic(shared_topic(folder, 1, flush));
+            // Each thread counts its accepted produce calls (Catch's assertions are for the main thread).
+            auto produce = [&](queue_runner& runner, const std::string& source, std::size_t& accepted) {
+                auto producer = runner->producer<std::string>("events");
+                for (std::size_t number = 0; number < count; ++number) {
+                    accepted += producer.try_produce(record(source, number)) ? 1 : 0;
+                }
+            };
+            std::size_t accepted_a = 0;
+            std::size_t accepted_b = 0;
+            std::thread a([&] { produce(first, "a", accepted_a); });
+            std::thread b([&] { produce(second, "b", accepted_b); });
+            a.join();
+            b.join();
+            REQUIRE(accepted_a == count);
+            REQUIRE(accepted_b == count);
+            auto consumer = first->create_pull_consumer<std::string>(group("g"));
+            const auto sources = by_source(consume_items(first, consumer, 2 * count));
+            CHECK(sources.at("a") == numbers(0, count));
+            CHECK(sources.at("b") == numbers(0, count));
+        }
+        // Nobody has it open: the next queue recovers it like any topic folder.
+        queue_runner again;
+        again->add_topic(shared_topic(folder, 1, flush));
+        auto consumer = again->create_pull_consumer<std::string>(group("h"));
+        const auto sources = by_source(consume_items(again, consumer, 2 * count));
+        CHECK(sources.at("a") == numbers(0, count));
+        CHECK(sources.at("b") == numbers(0, count));
+    }
+}
+
+TEST_CASE("process-shared topic: a queue with different stored-data options is refused by name, and an "
+          "exclusive queue cannot open a shared folder",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    first->add_topic(shared_topic(directory.path(), 2));
+
+    queue_runner second;
+    const auto mismatch = error_from([&] { second->add_topic(shared_topic(directory.path(), 3)); });
+    REQUIRE(mismatch);
+    CHECK(mismatch->code() == errc::invalid_argument);
+    CHECK(missing_from(mismatch->what(), {"'partitions'", (directory.path() / "events").string()}).empty());
+
+    auto exclusive = shared_topic(directory.path(), 2);
+    exclusive.process_shared = false;
+    const auto refused = error_from([&] { second->add_topic(exclusive); });
+    REQUIRE(refused);
+    CHECK(refused->code() == errc::io_error);
+
+    auto retained = shared_topic(directory.path(), 2);
+    retained.max_retained_consumed_segments = 1;
+    const auto retention = error_from([&] { second->add_topic(retained); });
+    REQUIRE(retention);
+    CHECK(retention->code() == errc::invalid_argument);
+    CHECK(missing_from(retention->what(), {"max_retained_consumed_segments", "process_shared"}).empty());
+}
+
+TEST_CASE("process-shared topic: two queues consuming one group share the partitions and deliver each record once",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(shared_topic(directory.path(), 4));
+    second->add_topic(shared_topic(directory.path(), 4));
+    auto one = first->create_pull_consumer<std::string>(group("g"));
+    auto two = second->create_pull_consumer<std::string>(group("g"));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 400; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    std::vector<std::string> items;
+    run_until(
+        first.io,
+        [&] {
+            second.io.poll();
+            second.io.restart();
+            for (auto* pair : {&one, &two}) {
+                auto& runner = pair == &one ? first : second;
+                while (auto delivered = pair->try_consume()) {
+                    items.insert(items.end(), delivered->begin(), delivered->end());
+                    REQUIRE_FALSE(bq::test::commit_now(*pair, runner.io));
+                }
+            }
+            return items.size() >= 400;
+        },
+        10s);
+    auto delivered = by_source(items)["p"];
+    std::sort(delivered.begin(), delivered.end());
+    CHECK(delivered == numbers(0, 400));
+}
+
+TEST_CASE("process-shared topic: producer processes SIGKILLed while appending leave no torn record, and every "
+          "record they were told of is delivered once, in order",
+          "[mmap][process_shared][kill]")
+{
+    temporary_directory directory;
+    constexpr std::size_t children = 8;
+    constexpr std::size_t report_every = 20;
+    // Forked before this process opens the topic (and starts threads): each child waits for its start.
+    std::vector<std::unique_ptr<signal_pipe>> starts;
+    std::vector<std::unique_ptr<signal_pipe>> reports;
+    std::vector<std::unique_ptr<child_process>> producers;
+    for (std::size_t child = 0; child < children; ++child) {
+        starts.push_back(std::make_unique<signal_pipe>());
+        reports.push_back(std::make_unique<signal_pipe>());
+    }
+    for (std::size_t child = 0; child < children; ++child) {
+        producers.push_back(std::make_unique<child_process>([&, child] {
+            if (!starts[child]->receive()) {
+                return 1;
+            }
+            queue_runner runner;
+            runner->add_topic(shared_topic(directory.path(), 2));
+            auto producer = runner->producer<std::string>("events");
+            const std::string source = "c" + std::to_string(child);
+            for (std::size_t number = 0;; ++number) {
+                if (!producer.try_produce(record(source, number))) {
+                    return 2;
+                }
+                if ((number + 1) % report_every == 0) {
+                    reports[child]->send();  // `number + 1` records acknowledged
+                }
+            }
+        }));
+    }
+    queue_runner parent;
+    parent->add_topic(shared_topic(directory.path(), 2));
+    auto producer = parent->producer<std::string>("events");
+    std::vector<std::size_t> acknowledged(children, 0);
+    std::size_t produced_here = 0;
+    for (std::size_t child = 0; child < children; ++child) {
+        starts[child]->send();
+        for (std::size_t report = 0; report < 3 + child; ++report) {
+            REQUIRE(reports[child]->receive_within(10s));
+            acknowledged[child] += report_every;
+        }
+        producers[child]->kill();
+        CHECK(producers[child]->wait() == 128 + SIGKILL);
+        while (reports[child]->receive_within(0ms)) {
+            acknowledged[child] += report_every;
+        }
+        for (std::size_t i = 0; i < 25; ++i) {
+            REQUIRE(producer.try_produce(record("parent", produced_here++)));
+        }
+    }
+    auto consumer = parent->create_pull_consumer<std::string>(group("g"));
+    std::map<std::size_t, std::vector<std::string>> by_partition;
+    run_until(
+        parent.io,
+        [&] {
+            while (auto delivered = consumer.try_consume()) {
+                auto& items = by_partition[delivered->partition()];
+                items.insert(items.end(), delivered->begin(), delivered->end());
+                REQUIRE_FALSE(bq::test::commit_now(consumer, parent.io));
+            }
+            return false;  // until nothing more comes
+        },
+        1s);
+    // Per partition each source's records come in its order; together they are every record it
+    // produced from its first on, with no gap.
+    std::map<std::string, std::vector<std::size_t>> every;
+    for (const auto& [partition, items] : by_partition) {
+        for (auto& [source, delivered] : by_source(items)) {
+            INFO("partition " << partition << ", source " << source);
+            CHECK(std::is_sorted(delivered.begin(), delivered.end()));
+            every[source].insert(every[source].end(), delivered.begin(), delivered.end());
+        }
+    }
+    for (auto& [source, delivered] : every) {
+        std::sort(delivered.begin(), delivered.end());
+    }
+    CHECK(every["parent"] == numbers(0, produced_here));
+    for (std::size_t child = 0; child < children; ++child) {
+        const auto& delivered = every["c" + std::to_string(child)];
+        INFO("child " << child << " was told of " << acknowledged[child] << " records");
+        CHECK(delivered.size() >= acknowledged[child]);
+        CHECK(delivered == numbers(0, delivered.size()));
+    }
+}
+
+TEST_CASE("process-shared topic: when a consumer process is SIGKILLed holding a batch, a consumer of its group "
+          "in another process gets its partitions and resumes after its last commit",
+          "[mmap][process_shared][kill]")
+{
+    temporary_directory directory;
+    signal_pipe start;
+    signal_pipe report;
+    child_process consumer_process([&] {
+        if (!start.receive()) {
+            return 1;
+        }
+        queue_runner runner;
+        runner->add_topic(shared_topic(directory.path(), 2));
+        auto options = group("g");
+        options.batch_size = 10;
+        auto consumer = runner->create_pull_consumer<std::string>(options);
+        std::size_t committed = 0;
+        std::size_t batches = 0;
+        bool held = false;  // run_until asks once more after it held: keep the answer
+        run_until(
+            runner.io,
+            [&] {
+                while (!held) {
+                    auto delivered = consumer.try_consume();
+                    if (!delivered) {
+                        break;
+                    }
+                    if (batches++ == 5) {
+                        held = true;  // holds this one, uncommitted
+                    } else {
+                        committed += delivered->size();
+                        if (bq::test::commit_now(consumer, runner.io)) {
+                            return true;  // reports 0: the parent's test fails
+                        }
+                    }
+                }
+                return held;
+            },
+            10s);
+        report.send(static_cast<char>(held ? committed : 0));
+        std::this_thread::sleep_for(1h);
+        return 0;
+    });
+    queue_runner parent;
+    parent->add_topic(shared_topic(directory.path(), 2));
+    auto producer = parent->producer<std::string>("events");
+    for (std::size_t number = 0; number < 200; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    // Joined before the other process: it hands that one a partition, and must take it back later
+    // at the position the other process committed (read again from disk), not where it last saw it.
+    auto consumer = parent->create_pull_consumer<std::string>(group("g"));
+    start.send();
+    const auto committed = report.receive_within(10s);
+    REQUIRE(committed);
+    REQUIRE(*committed > 0);
+    consumer_process.kill();
+    CHECK(consumer_process.wait() == 128 + SIGKILL);
+    const std::size_t remaining = 200 - static_cast<std::size_t>(*committed);
+    const auto items = consume_items(parent, consumer, remaining, 10s);
+    // Everything not committed comes (the held batch again), nothing committed comes twice.
+    auto delivered = by_source(items)["p"];
+    CHECK(delivered.size() == remaining);
+    std::sort(delivered.begin(), delivered.end());
+    CHECK(std::adjacent_find(delivered.begin(), delivered.end()) == delivered.end());
+}
+
+}  // namespace
+
+}  // namespace process_shared_topic_test
