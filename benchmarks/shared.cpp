@@ -53,8 +53,9 @@ bq::mmap_topic_options<record> topic_options(const std::filesystem::path& direct
 }
 
 /// Child processes that each run `round(index, round_number)` whenever the parent starts a round,
-/// and answer when done. Forked in the constructor: build it before this process starts threads or
-/// opens a topic. The destructor ends them (closing their pipes) and reaps them.
+/// and answer when done. Forked in the constructor, which returns once each child's `setup` ran:
+/// build it before this process starts threads or opens a topic. The destructor ends them (closing
+/// their pipes) and reaps them.
 class worker_processes {
 public:
     using round_function = std::function<void(std::size_t index, std::uint64_t round)>;
@@ -78,8 +79,11 @@ public:
                 int status = 0;
                 try {
                     const round_function round = setup(index);
+                    char byte = 'o';
+                    if (::write(done[1], &byte, 1) != 1) {  // ready: the topic is open
+                        ::_exit(1);
+                    }
                     std::uint64_t number = 0;
-                    char byte = 0;
                     while (::read(go[0], &byte, 1) == 1) {
                         round(index, number++);
                         if (::write(done[1], &byte, 1) != 1) {
@@ -94,6 +98,10 @@ public:
             ::close(go[0]);
             ::close(done[1]);
             workers_.push_back({pid, go[1], done[0]});
+        }
+        // No round starts before every child opened the topic (opening is not what is measured).
+        if (!wait_all()) {
+            throw std::runtime_error("a child process failed to open the topic");
         }
     }
 
@@ -225,9 +233,10 @@ void floor_msync_per_four_records(benchmark::State& state)
 
 /// The consumer whose wake-ups are measured: parked in co_await consume() on its io thread, it
 /// stamps each resumption with the record's age (its `timestamp` is when it was produced, in
-/// steady_clock nanoseconds: one clock for every process of the host).
+/// steady_clock nanoseconds: one clock for every process of the host), commits, counts the batch in
+/// `ready` and parks again. The commit (an msync and a checkpoint's fsyncs) is not measured.
 struct parked_consumer {
-    std::atomic<std::uint64_t> received{0};
+    std::atomic<std::uint64_t> ready{0};
     std::atomic<std::int64_t> latency_ns{0};
 
     void start(boost::asio::io_context& io, bq::pull_consumer<record>& consumer)
@@ -240,7 +249,9 @@ struct parked_consumer {
                         bq::batch<record> batch = co_await consumer.consume();
                         const std::int64_t now = clock_type::now().time_since_epoch().count();
                         latency_ns.store(now - batch[batch.size() - 1].timestamp, std::memory_order_relaxed);
-                        received.fetch_add(batch.size(), std::memory_order_release);
+                        const std::size_t size = batch.size();
+                        co_await consumer.commit();
+                        ready.fetch_add(size, std::memory_order_release);
                     }
                 } catch (const boost::system::system_error&) {
                     // closed
@@ -280,14 +291,15 @@ void shared_wakeup(benchmark::State& state, bool cross_process)
     queue.add_topic(topic_options(directory.path(), bq::flush_strategy::batch, cross_process));
     bq::producer<record> producer = queue.producer<record>("records");
     bq::pull_consumer<record> consumer =
-        queue.create_pull_consumer<record>({.topic = "records", .group = "g", .auto_commit = true, .batch_size = 1});
+        queue.create_pull_consumer<record>({.topic = "records", .group = "g", .auto_commit = false, .batch_size = 1});
     parked_consumer parked;
     parked.start(consumer_thread.context(), consumer);
 
     std::vector<double> samples;
     std::uint64_t expected = 0;
     for (auto _ : state) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(2));  // the consumer commits and parks again
+        // The consumer committed the last record; give it time to park again, its thread idle.
+        std::this_thread::sleep_for(std::chrono::microseconds(500));
         ++expected;
         if (cross_process) {
             if (!producer_process->start_one(0) || !producer_process->wait_one(0)) {
@@ -297,7 +309,7 @@ void shared_wakeup(benchmark::State& state, bool cross_process)
         } else {
             producer.try_produce(stamped(static_cast<std::int64_t>(expected)));
         }
-        bq::bench::spin_until([&] { return parked.received.load(std::memory_order_acquire) >= expected; });
+        bq::bench::spin_until([&] { return parked.ready.load(std::memory_order_acquire) >= expected; });
         const double seconds = static_cast<double>(parked.latency_ns.load(std::memory_order_relaxed)) * 1e-9;
         samples.push_back(seconds);
         state.SetIterationTime(seconds);
@@ -318,6 +330,10 @@ const bool registered = [] {
                                            bq::flush_strategy::batch, 2 * batch_records, true));
     configure(benchmark::RegisterBenchmark("shared/produce/batch_100/processes:2", shared_produce, 2,
                                            bq::flush_strategy::batch, batch_records, true));
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:1", shared_produce, 1,
+                                           bq::flush_strategy::immediate, 4 * immediate_records, true));
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:2", shared_produce, 2,
+                                           bq::flush_strategy::immediate, 2 * immediate_records, true));
     configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:4", shared_produce, 4,
                                            bq::flush_strategy::immediate, immediate_records, true));
     benchmark::RegisterBenchmark("shared/floor/msync_per_4_records_64B", floor_msync_per_four_records)

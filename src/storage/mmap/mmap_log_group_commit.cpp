@@ -85,11 +85,7 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     std::shared_ptr<const flush_failure> failure;
     const auto start = std::chrono::steady_clock::now();
     lock.unlock();
-    try {
-        segment.region.flush(from, to - from);
-    } catch (...) {
-        failure = current_failure();
-    }
+    failure = flush_tail_range(segment, from, to, flush_end);
     const auto finish = std::chrono::steady_clock::now();
     lock.lock();
     last_flush_time_ = finish - start;
@@ -111,6 +107,60 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     expected_followers_ = waiters_.size();
     settle(flush_end, failure);
     flush_done_.notify_all();
+}
+
+// The msync of bytes [from, to) of `segment` for a leader, without mutex_; the log then ends at
+// `flush_end`. For a shared log the processes' leaders coordinate through the slot: a leader whose
+// records an msync in flight covers waits for it; otherwise it claims the flush target and extends
+// its msync to every record written so far, by any process, in the same segment, so the records of
+// several processes go out in one msync. A leader whose records another process's msync covered
+// returns at once. An msync in flight that does not finish
+// within max_shared_flush_wait (its process may have died) is not waited for any more. Returns the
+// failure, if any.
+std::shared_ptr<const mmap_log_writer::flush_failure>
+mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from, std::uint64_t to,
+                                  std::uint64_t flush_end) noexcept
+{
+    std::uint64_t claimed_end = 0;
+    if (shared_) {
+        const shared_log_slot slot = shared_->slot;
+        process_shared_event done = slot.flush_event();
+        for (;;) {
+            if (slot.msynced_end() >= flush_end) {
+                return nullptr;  // another process's msync covered it
+            }
+            const std::uint64_t target = slot.flush_target();
+            if (target < flush_end) {
+                // Every record written so far in this segment goes out with this msync (one in
+                // flight that does not cover these records runs beside it).
+                const std::uint64_t written = slot.written_end_in(segment.index, files_.segment_size).value_or(0);
+                const std::uint64_t end = std::max(flush_end, written);
+                if (slot.claim_flush(target, end)) {
+                    claimed_end = end;
+                    to = end - logical_offset(segment.index, 0, files_.segment_size);
+                    break;
+                }
+                continue;
+            }
+            const std::uint32_t seen = done.sequence();
+            if (slot.msynced_end() >= flush_end || slot.flush_target() != target) {
+                continue;  // finished (or failed) meanwhile
+            }
+            if (!done.wait(seen, max_shared_flush_wait)) {
+                break;  // not finished in time: flush without a claim
+            }
+        }
+    }
+    std::shared_ptr<const flush_failure> failure;
+    try {
+        segment.region.flush(from, to - from);
+    } catch (...) {
+        failure = current_failure();
+    }
+    if (claimed_end != 0) {
+        shared_->slot.finish_flush(claimed_end, failure == nullptr);
+    }
+    return failure;
 }
 
 // The failure of the exception being handled (call inside a catch block). An `error` keeps its code

@@ -222,6 +222,9 @@ private:
 
     // The longest a flush leader waits for followers (see gather_followers).
     static constexpr std::chrono::microseconds max_gather_time{500};
+    // The longest a leader waits for another process's msync that covers its records before it
+    // msyncs itself (that process may have died in it).
+    static constexpr std::chrono::milliseconds max_shared_flush_wait{50};
 
     void require_open() const;
     void publish() noexcept;
@@ -231,6 +234,8 @@ private:
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
     void gather_followers(std::unique_lock<std::mutex>& lock);
     void lead_flush(std::unique_lock<std::mutex>& lock) noexcept;
+    std::shared_ptr<const flush_failure> flush_tail_range(mmap_segment_file& segment, std::uint64_t from,
+                                                          std::uint64_t to, std::uint64_t flush_end) noexcept;
     static std::shared_ptr<const flush_failure> current_failure() noexcept;
     void settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept;
     void flushed_tail(std::uint64_t position, std::uint64_t items) noexcept;

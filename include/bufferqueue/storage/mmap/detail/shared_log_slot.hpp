@@ -20,14 +20,22 @@
 //      136    8 records before the published end
 //      144    8 1 while a consumer of some process found nothing new and may wait: the next append
 //                that publishes takes it (back to 0) and wakes the watchers; 0 otherwise
-//      152  104 reserved, 0
+//      152    8 flush event: a futex sequence and waiter count (process_shared_event), notified after
+//                an msync of the log by a process that claimed the flush target
+//      160    8 flush target, a logical offset: an msync of the log up to it is in flight (0: none)
+//      168    8 msynced end, a logical offset: the log before it was msynced (raised without the lock,
+//                before the flush event is notified; the flushed end above follows under the lock)
+//      176   80 reserved, 0
 #pragma once
+
+#include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
 
 #include <array>
 #include <atomic>
 #include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 namespace bufferqueue::detail {
 
@@ -60,7 +68,11 @@ public:
     /// The consumer-waiting mark (byte 144 of the slot) is outside `shared_log_state`: it is set
     /// without the lock, so `store` must never write it back.
     static constexpr std::size_t consumer_waiting_field = fields;
-    static_assert((consumer_waiting_field + 1) * sizeof(std::uint64_t) <= size);
+    static constexpr std::size_t flush_event_field = fields + 1;
+    static constexpr std::size_t flush_target_field = fields + 2;
+    static constexpr std::size_t msynced_end_field = fields + 3;
+    static_assert((msynced_end_field + 1) * sizeof(std::uint64_t) <= size);
+    static_assert(process_shared_event::storage_size == sizeof(std::uint64_t));
 
     shared_log_slot() noexcept = default;
 
@@ -72,7 +84,7 @@ public:
     {
         std::array<std::uint64_t, fields> values{};
         for (std::size_t field = 0; field < fields; ++field) {
-            values[field] = at(field).load(std::memory_order_relaxed);
+            values[field] = at(field).load(std::memory_order_acquire);
         }
         return std::bit_cast<shared_log_state>(values);
     }
@@ -82,7 +94,7 @@ public:
     {
         const auto values = std::bit_cast<std::array<std::uint64_t, fields>>(state);
         for (std::size_t field = 0; field < fields; ++field) {
-            at(field).store(values[field], std::memory_order_relaxed);
+            at(field).store(values[field], std::memory_order_release);
         }
     }
 
@@ -101,6 +113,56 @@ public:
         auto mark = at(consumer_waiting_field);
         return mark.load(std::memory_order_relaxed) != 0 && mark.exchange(0, std::memory_order_seq_cst) != 0;
     }
+
+    /// Group commit across processes, all without the lock. The event notified after an msync.
+    process_shared_event flush_event() const noexcept
+    {
+        return process_shared_event(storage_ + flush_event_field * sizeof(std::uint64_t));
+    }
+
+    /// Where the log's written records end, read without the lock (a record's bytes are written
+    /// before its end is stored): the logical offset of the tail position, or nothing while the tail
+    /// moved to another segment than `segment`. Never throws.
+    std::optional<std::uint64_t> written_end_in(std::uint64_t segment, std::uint64_t segment_size) const noexcept
+    {
+        const std::uint64_t tail =
+            at(offsetof(shared_log_state, tail_segment) / sizeof(std::uint64_t)).load(std::memory_order_acquire);
+        const std::uint64_t position =
+            at(offsetof(shared_log_state, tail_position) / sizeof(std::uint64_t)).load(std::memory_order_acquire);
+        const std::uint64_t again =
+            at(offsetof(shared_log_state, tail_segment) / sizeof(std::uint64_t)).load(std::memory_order_acquire);
+        if (tail != segment || again != segment) {
+            return std::nullopt;
+        }
+        return segment * segment_size + position;
+    }
+
+    /// The end of the msync in flight, 0 when none. Never throws.
+    std::uint64_t flush_target() const noexcept { return at(flush_target_field).load(std::memory_order_acquire); }
+
+    /// Claims the flush: sets the target from `seen` to `end`; false when it changed meanwhile.
+    bool claim_flush(std::uint64_t seen, std::uint64_t end) const noexcept
+    {
+        return at(flush_target_field).compare_exchange_strong(seen, end, std::memory_order_acq_rel);
+    }
+
+    /// Ends the claimed flush to `end` (the target goes back to 0 unless another claimed since):
+    /// raises the msynced end to `end` when the msync succeeded, then notifies the flush event.
+    void finish_flush(std::uint64_t end, bool succeeded) const noexcept
+    {
+        if (succeeded) {
+            auto msynced = at(msynced_end_field);
+            std::uint64_t current = msynced.load(std::memory_order_relaxed);
+            while (current < end && !msynced.compare_exchange_weak(current, end, std::memory_order_acq_rel)) {
+            }
+        }
+        std::uint64_t claimed = end;
+        at(flush_target_field).compare_exchange_strong(claimed, 0, std::memory_order_acq_rel);
+        flush_event().notify();
+    }
+
+    /// The log before this logical offset was msynced (by any process). Never throws.
+    std::uint64_t msynced_end() const noexcept { return at(msynced_end_field).load(std::memory_order_acquire); }
 
     /// The published end, read without the lock (it may be moving). Never throws.
     std::uint64_t published_end() const noexcept
