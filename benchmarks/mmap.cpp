@@ -145,13 +145,9 @@ void mmap_produce_span(benchmark::State& state)
 /// `immediate` produce without group commit pays.
 void floor_msync_per_record(benchmark::State& state)
 {
-    namespace detail = bq::detail;
-    scratch_directory directory;
-    constexpr std::size_t size = 64ULL * 1024 * 1024;
-    const detail::unique_fd file =
-        detail::open_file((directory.path() / "floor").string(), detail::open_mode::create_or_truncate);
-    detail::preallocate(file, 0, size);
-    const detail::mapped_region region = detail::map_file(file, size);
+    const bq::bench::mapped_scratch_file floor(64ULL * 1024 * 1024);
+    const bq::detail::mapped_region& region = floor.region;
+    const std::size_t size = floor.size;
     const record item = make_record(1);
     std::size_t offset = 0;
     for (auto _ : state) {

@@ -2,12 +2,15 @@
 // a scratch directory on the disk being measured.
 #pragma once
 
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>
 #include <stdlib.h>
 
 #include <array>
 #include <cerrno>
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <filesystem>
@@ -58,6 +61,21 @@ public:
 
 private:
     std::filesystem::path path_;
+};
+
+/// A preallocated file of `size` bytes in a scratch directory, mapped through the library's file
+/// layer (detail/file.hpp): what the msync floors copy records into and flush.
+struct mapped_scratch_file {
+    explicit mapped_scratch_file(std::size_t size)
+        : file(detail::open_file((directory.path() / "floor").string(), detail::open_mode::create_or_truncate)),
+          region((detail::preallocate(file, 0, size), detail::map_file(file, size))), size(size)
+    {
+    }
+
+    scratch_directory directory;
+    detail::unique_fd file;
+    detail::mapped_region region;
+    std::size_t size;
 };
 
 }  // namespace bufferqueue::bench
