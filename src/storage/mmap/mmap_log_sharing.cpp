@@ -26,29 +26,14 @@ void mmap_log_writer::share(shared_log_link link, bool first)
         shared_->lock.unlock();
         return;
     }
-    const bool owner_died = shared_->lock.lock();
-    try {
-        const shared_log_state state = shared_->slot.load();
-        if (tail_->index > state.tail_segment) {
-            // Recovery found a segment a writer created and died before it stored it as the tail.
-            segments_.release_after(state.tail_segment);
-            tail_ = &segments_.last();
-            flushed_position_ = segment_header_size;
-            flushed_items_ = tail_->first_item;
-        }
-        if (owner_died) {
-            repair_dead_writer(state);
-        }
-        adopt(state);
-        // What the other processes published, also when recovery found more (records of an
-        // `immediate` append whose msync is still running are not published yet).
-        published_items_.store(state.published_items, std::memory_order_release);
-        published_end_.store(state.published_end, std::memory_order_release);
-    } catch (...) {
-        shared_->lock.unlock();
-        throw;
-    }
-    unlock_shared();
+    // The hold repairs what a writer that died holding the lock left and adopts the slot (the
+    // partition was recovered under the lock, so the slot's tail is this tail or a later one).
+    const shared_hold hold(*this);
+    // What the other processes published, also when recovery found more (records of an `immediate`
+    // append whose msync is still running are not published yet).
+    const shared_log_state state = shared_->slot.load();
+    published_items_.store(state.published_items, std::memory_order_release);
+    published_end_.store(state.published_end, std::memory_order_release);
 }
 
 void mmap_log_writer::flush_shared_for_close() noexcept
@@ -92,7 +77,7 @@ void mmap_log_writer::lock_shared()
     try {
         const shared_log_state state = shared_->slot.load();
         if (owner_died) {
-            repair_dead_writer(state);
+            repair_shared_tail(files_, shared_->slot);
         }
         adopt(state);
     } catch (...) {
@@ -201,11 +186,6 @@ void mmap_log_writer::map_segments_up_to(std::uint64_t index, std::uint64_t tail
         segments_.append(std::move(segment));
         tail_ = &segments_.last();
     }
-}
-
-void mmap_log_writer::repair_dead_writer(const shared_log_state&)
-{
-    repair_shared_tail(files_, shared_->slot);
 }
 
 // The previous holder of the append lock died holding it: the record or marker it was writing

@@ -62,17 +62,6 @@ std::vector<std::unique_ptr<mmap_segment_file>> mmap_segment_list::release_below
     return removed;
 }
 
-std::vector<std::unique_ptr<mmap_segment_file>> mmap_segment_list::release_after(std::uint64_t index)
-{
-    std::vector<std::unique_ptr<mmap_segment_file>> removed;
-    const std::unique_lock lock(mutex_);
-    while (segments_.size() > 1 && segments_.back()->index > index) {
-        removed.push_back(std::move(segments_.back()));
-        segments_.pop_back();
-    }
-    return removed;
-}
-
 void mmap_segment_list::close() noexcept
 {
     const std::unique_lock lock(mutex_);

@@ -245,7 +245,6 @@ private:
     void unlock_shared() noexcept;
     void store_shared(std::uint64_t pending_end) noexcept;
     void adopt(const shared_log_state& state);
-    void repair_dead_writer(const shared_log_state& state);
     void map_segments_up_to(std::uint64_t index, std::uint64_t tail_first_item);
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;

@@ -62,11 +62,6 @@ public:
     /// segment. Never throws (the deque's allocation aside).
     mmap_segment_file& append(std::unique_ptr<mmap_segment_file> segment);
 
-    /// Removes the segments after `index` (not the first retained one) and returns them: a
-    /// process-shared topic's opener drops a segment a dead writer created but never stored as the
-    /// tail. Takes the lock exclusively.
-    std::vector<std::unique_ptr<mmap_segment_file>> release_after(std::uint64_t index);
-
     /// Removes the segments below `index` and returns them (retention unmaps and deletes them).
     /// Takes the lock exclusively.
     std::vector<std::unique_ptr<mmap_segment_file>> release_below(std::uint64_t index);
