@@ -178,7 +178,9 @@ struct stored_group {
 
 /// A partition that can list the groups it holds positions for (`stored_groups()`), also those no
 /// consumer of this process has opened (a persistent partition's groups found on disk), so the
-/// statistics report them. Optional: without it, the statistics list the groups created in this
+/// statistics report them. Where it lists a group, the statistics take its position from the list
+/// rather than from the group's cursor in this process (a process-shared partition lists what other
+/// processes committed). Optional: without it, the statistics list the groups created in this
 /// process. Thread-safe (a short lock), allocates the list; may throw `std::bad_alloc`.
 template <class Partition>
 concept group_listing_partition = requires(const Partition& partition)

@@ -40,7 +40,7 @@ std::optional<std::size_t> member_slot(std::string_view name)
 }  // namespace
 
 group_leases::group_leases(std::string_view group, const std::string& topic_folder)
-    : folder_(fmt::format("{}/groups/{}", topic_folder, escape_group_name(group)))
+    : folder_(fmt::format("{}/{}/{}", topic_folder, group_leases_folder_name, escape_group_name(group)))
 {
     make_directories(folder_);
 }

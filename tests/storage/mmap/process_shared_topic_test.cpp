@@ -3,6 +3,9 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
+#include "bufferqueue/storage/mmap/inspect/folder_verifier.hpp"
+#include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
 
 #include "catch.hpp"
 #include "child_process.hpp"
@@ -420,6 +423,101 @@ TEST_CASE("process-shared topic: when a consumer process is SIGKILLed holding a 
     CHECK(delivered.size() == remaining);
     std::sort(delivered.begin(), delivered.end());
     CHECK(std::adjacent_find(delivered.begin(), delivered.end()) == delivered.end());
+}
+
+// The committed position of `name` in `partition` of a statistics snapshot; nothing when the
+// snapshot does not list the group.
+std::optional<std::uint64_t> committed_in(const bq::topic_stats& stats, const std::string& name, std::size_t partition)
+{
+    for (const bq::group_stats& each : stats.groups) {
+        if (each.name == name) {
+            return each.partitions.at(partition).committed;
+        }
+    }
+    return std::nullopt;
+}
+
+TEST_CASE("process-shared topic: statistics show what other queues appended and committed", "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(shared_topic(directory.path(), 2));
+    second->add_topic(shared_topic(directory.path(), 2));
+    auto one = first->create_pull_consumer<std::string>(group("g"));
+    auto two = second->create_pull_consumer<std::string>(group("g"));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 100; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    // Each queue consumes (and commits) what its consumer was given.
+    std::size_t consumed = 0;
+    run_until(
+        first.io,
+        [&] {
+            second.io.poll();
+            second.io.restart();
+            for (auto* pair : {&one, &two}) {
+                auto& runner = pair == &one ? first : second;
+                while (auto delivered = pair->try_consume()) {
+                    consumed += delivered->size();
+                    REQUIRE_FALSE(bq::test::commit_now(*pair, runner.io));
+                }
+            }
+            return consumed >= 100;
+        },
+        10s);
+    REQUIRE(consumed == 100);
+    // A group only the second queue knows.
+    auto audit = second->create_pull_consumer<std::string>(group("audit"));
+    REQUIRE(consume_items(second, audit, 100).size() == 100);
+    for (queue_runner* runner : {&first, &second}) {
+        const bq::topic_stats stats = (*runner)->stats<std::string>("events");
+        CHECK(stats.produced == 100);
+        for (std::size_t partition = 0; partition < 2; ++partition) {
+            INFO("partition " << partition << (runner == &first ? " seen by the first queue" : " seen by the second"));
+            const std::optional<std::uint64_t> end = stats.partitions[partition].end;
+            CHECK(committed_in(stats, "g", partition) == end);
+            CHECK(committed_in(stats, "audit", partition) == end);
+        }
+    }
+}
+
+TEST_CASE("process-shared topic: inspect reads and verifies a folder that queues hold open, and refuses group "
+          "changes until the last one closed",
+          "[mmap][process_shared][inspect]")
+{
+    temporary_directory directory;
+    auto first = std::make_unique<queue_runner>();
+    auto second = std::make_unique<queue_runner>();
+    (*first)->add_topic(shared_topic(directory.path()));
+    (*second)->add_topic(shared_topic(directory.path()));
+    auto consumer = (*second)->create_pull_consumer<std::string>(group("g"));
+    auto producer = (*first)->producer<std::string>("events");
+    for (std::size_t number = 0; number < 300; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    REQUIRE(consume_items(*second, consumer, 120).size() >= 120);
+
+    const bq::inspect::verify_report report = bq::inspect::verify_data_folder(directory.string());
+    for (const auto& problem : report.problems) {
+        UNSCOPED_INFO("problem: " << problem.file << ": " << problem.text);
+    }
+    CHECK(report.intact());
+    CHECK(report.records == 300);
+    const bq::inspect::partition_reader reader(directory.string(), "events", 0);
+    CHECK_FALSE(reader.summary().problem);
+    CHECK(reader.summary().end == 300);
+    REQUIRE(reader.summary().groups.size() == 1);
+    CHECK(reader.summary().groups[0].committed >= 120);
+    CHECK_THROWS_WITH(bq::inspect::execute_delete(directory.string(), "events", "g"),
+                      Catch::Contains("refusing to change topic 'events'"));
+    first.reset();
+    CHECK_THROWS_WITH(bq::inspect::execute_delete(directory.string(), "events", "g"),
+                      Catch::Contains("refusing to change topic 'events'"));
+    second.reset();
+    bq::inspect::execute_delete(directory.string(), "events", "g");
+    CHECK(bq::inspect::verify_data_folder(directory.string()).intact());
 }
 
 }  // namespace

@@ -47,8 +47,9 @@ topic_stats collect_topic_stats(std::string topic, std::string item_type, Slots&
     stats.waiting_consumers = static_cast<std::size_t>(std::unique(waiters.begin(), waiters.end()) - waiters.begin());
     stats.waiting_producers = gate != nullptr ? gate->waiting() : 0;
 
-    // By name; a group's committed position per partition, read from its cursor where this process
-    // opened it, else from the partition's listing.
+    // By name; a group's committed position per partition, read from the partition's listing where
+    // it lists the group (a process-shared partition lists what every process committed, where the
+    // cursors of this process may lag), else from the group's cursor in this process.
     std::map<std::string, std::vector<group_partition_stats>, std::less<>> positions;
     const auto position = [&](const std::string& name, std::size_t partition, std::uint64_t committed) {
         auto& partitions = positions[name];
@@ -61,11 +62,9 @@ topic_stats collect_topic_stats(std::string topic, std::string item_type, Slots&
         }
         partitions[partition].committed = committed;
     };
-    std::vector<std::string> opened_here;  // sorted: visit_groups goes by name
     const std::uint64_t removed_groups_consumed =
         groups.visit_groups([&](const std::string& name, auto entries, std::uint64_t consumed) {
             stats.consumed += consumed;
-            opened_here.push_back(name);
             for (const auto& each : entries) {
                 position(name, each.partition, each.storage->committed_items(*each.cursor));
             }
@@ -74,9 +73,7 @@ topic_stats collect_topic_stats(std::string topic, std::string item_type, Slots&
     if constexpr (group_listing_partition<Partition>) {
         for (std::size_t partition = 0; partition < count; ++partition) {
             for (const stored_group& listed : slots[partition]->storage.stored_groups()) {
-                if (!std::binary_search(opened_here.begin(), opened_here.end(), listed.name)) {
-                    position(listed.name, partition, listed.committed_items);
-                }
+                position(listed.name, partition, listed.committed_items);
             }
         }
     }

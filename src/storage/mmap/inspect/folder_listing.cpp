@@ -2,7 +2,9 @@
 
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/group_leases.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 
 #include <fmt/format.h>
 
@@ -54,6 +56,18 @@ bool leads_to_folder(const std::string& folder, const detail::directory_entry& e
     }
     std::error_code failure;
     return std::filesystem::is_directory(folder + "/" + entry.name, failure);
+}
+
+// True when `entry` of a topic folder is one of the files a queue keeps beside the partitions: the
+// directory lock and, for process-shared topics, the opening lock, the shared header and the
+// folder of the groups' lease files. None of them holds data.
+bool is_topic_bookkeeping(const detail::directory_entry& entry)
+{
+    if (entry.kind == detail::entry_kind::file) {
+        return entry.name == detail::lock_file_name || entry.name == detail::open_lock_file_name ||
+               entry.name == detail::shared_header_layout::file_name;
+    }
+    return entry.kind == detail::entry_kind::directory && entry.name == detail::group_leases_folder_name;
 }
 
 // True when `entry` of `folder` is a symbolic link whose target is missing or cannot be reached.
@@ -180,8 +194,8 @@ std::vector<unexpected_entry> list_unexpected_entries(const std::string& data_di
     for (const std::string& topic : topics) {
         const std::string folder = topic_folder(data_directory, topic);
         for (const detail::directory_entry& entry : detail::list_directory(folder)) {
-            const bool lock = entry.name == detail::lock_file_name && entry.kind == detail::entry_kind::file;
-            if (!lock && !(parse_partition_folder(entry.name) && leads_to_folder(folder, entry))) {
+            if (!is_topic_bookkeeping(entry) &&
+                !(parse_partition_folder(entry.name) && leads_to_folder(folder, entry))) {
                 found.push_back({.path = folder + "/" + entry.name, .text = unexpected_in_topic(folder, topic, entry)});
             }
         }

@@ -19,6 +19,9 @@
 
 namespace bufferqueue::detail {
 
+/// The folder of a process-shared topic that holds every group's lease files.
+inline constexpr std::string_view group_leases_folder_name = "groups";
+
 /// A member slot of a group, held while the object lives (or until its process dies).
 struct member_lease {
     std::size_t slot = 0;

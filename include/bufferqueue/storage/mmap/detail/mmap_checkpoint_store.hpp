@@ -141,12 +141,22 @@ public:
         return groups_.contains(group);
     }
 
+    /// Process-shared topics: other processes create groups and commit, so from now on
+    /// `stored_groups` reads the groups' checkpoints from disk. Call before the topic is built.
+    void share() noexcept { shared_ = true; }
+
     /// Every group the partition holds a checkpoint for (found on disk or created since), with its
-    /// committed position in items. Thread-safe (the groups lock); allocates.
+    /// committed position in items; after `share()`, as stored on disk now by any process (a group
+    /// or checkpoint that cannot be read is given as this process last saw it). Thread-safe (the
+    /// groups lock); allocates; throws only `std::bad_alloc`.
     std::vector<stored_group> stored_groups() const
     {
         std::vector<stored_group> listed;
         const std::lock_guard lock(mutex_);
+        if (shared_) {
+            list_groups_on_disk(listed);
+            return listed;
+        }
         listed.reserve(groups_.size());
         for (const auto& [name, position] : groups_) {
             listed.push_back({name, position.items});
@@ -190,6 +200,48 @@ private:
     {
         if (segments_.closed()) {
             throw error(errc::closed, files_.description + " is closed");
+        }
+    }
+
+    // stored_groups() of a process-shared partition: each group folder on disk with its checkpoint
+    // (an unreadable one as this process last saw it); when the folder cannot be listed, the groups
+    // this process knows. Called with mutex_ held.
+    void list_groups_on_disk(std::vector<stored_group>& listed) const
+    {
+        std::vector<directory_entry> entries;
+        try {
+            if (path_exists(files_.offsets_folder())) {
+                entries = list_directory(files_.offsets_folder());
+            }
+        } catch (const error&) {
+            for (const auto& [name, position] : groups_) {
+                listed.push_back({name, position.items});
+            }
+            return;
+        }
+        for (const directory_entry& entry : entries) {
+            if (entry.kind != entry_kind::directory || entry.name.ends_with(temporary_suffix)) {
+                continue;  // a group another process is creating
+            }
+            std::string name;
+            std::optional<std::uint64_t> offset;
+            try {
+                name = unescape_group_name(entry.name);
+                offset = read_checkpoint(files_.group_checkpoint_path(entry.name));
+            } catch (const error&) {
+                // Not a group folder (recovery reports it at the next open), or unreadable now.
+            }
+            const auto known = name.empty() ? groups_.end() : groups_.find(name);
+            if (offset) {
+                const std::optional<std::uint64_t> items = segments_.items_at(*offset);
+                if (items || known == groups_.end()) {
+                    listed.push_back({name, items.value_or(earliest_.items)});
+                    continue;
+                }
+            }
+            if (known != groups_.end()) {
+                listed.push_back({name, known->second.items});
+            }
         }
     }
 
@@ -252,6 +304,7 @@ private:
     retention_backlog deletions_;                              // guarded by mutex_
     std::atomic<std::uint64_t> earliest_items_;                // written under mutex_
     std::atomic<std::uint64_t> maintenance_failures_{0};       // written under mutex_
+    bool shared_ = false;                                      // set by share(), before the topic is built
 };
 
 }  // namespace bufferqueue::detail

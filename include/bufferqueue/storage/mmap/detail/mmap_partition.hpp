@@ -113,6 +113,7 @@ public:
     void share(shared_topic_runtime& runtime, bool first)
     {
         writer_.share(runtime.link(settings_.partition), first);
+        checkpoints_.share();
         shared_ = true;
         runtime.attach(settings_.partition, *this);
         runtime_ = &runtime;
