@@ -10,10 +10,11 @@
 #include <cstring>
 #include <span>
 #include <string>
+#include <utility>
 
 namespace bufferqueue::detail {
 
-void mmap_log_writer::share(shared_log_link link, bool first)
+void mmap_log_writer::share(shared_log_link link, bool first, log_position retained_from)
 {
     shared_.emplace(std::move(link));
     const std::unique_lock lock(mutex_);
@@ -21,6 +22,9 @@ void mmap_log_writer::share(shared_log_link link, bool first)
         // The recovered state is the log's: nobody else has the folder open, and the header (with
         // its lock) was made anew.
         shared_->lock.lock();
+        shared_->slot.store_retained_from(retained_from);
+        retained_items_.store(retained_from.items, std::memory_order_release);
+        retained_offset_.store(retained_from.offset, std::memory_order_release);
         store_shared(tail_position_);
         shared_published_ = published_end();
         shared_->lock.unlock();
@@ -34,6 +38,21 @@ void mmap_log_writer::share(shared_log_link link, bool first)
     const shared_log_state state = shared_->slot.load();
     published_items_.store(state.published_items, std::memory_order_release);
     published_end_.store(state.published_end, std::memory_order_release);
+}
+
+log_position mmap_log_writer::retained_from() const noexcept
+{
+    return shared_ ? shared_->slot.retained_from() : log_position{};
+}
+
+void mmap_log_writer::store_retained_from(log_position start) noexcept
+{
+    if (shared_) {
+        retained_moved_ = retained_moved_ || start.offset > shared_->slot.retained_from().offset;
+        shared_->slot.store_retained_from(start);
+        retained_items_.store(start.items, std::memory_order_release);
+        retained_offset_.store(start.offset, std::memory_order_release);
+    }
 }
 
 void mmap_log_writer::flush_shared_for_close() noexcept
@@ -53,8 +72,10 @@ bool mmap_log_writer::refresh() noexcept
 {
     try {
         // Without any lock first: nothing to do unless another process published more (the own
-        // process's appends, which wake this process's watcher too, are published already).
-        if (!shared_ || shared_->slot.published_end() <= published_end()) {
+        // process's appends, which wake this process's watcher too, are published already) or
+        // released segments.
+        if (!shared_ || (shared_->slot.published_end() <= published_end() &&
+                         shared_->slot.retained_from_offset() <= retained_offset_.load(std::memory_order_acquire))) {
             return false;
         }
         const std::unique_lock lock(mutex_);
@@ -92,8 +113,10 @@ void mmap_log_writer::unlock_shared() noexcept
     const bool published = shared_published_ < published_end();
     shared_published_ = std::max(shared_published_, published_end());
     shared_->lock.unlock();
-    if (published && shared_->slot.take_consumer_waiting()) {
-        shared_->wake.notify();  // the other processes' watchers publish it to their consumers
+    const bool released = std::exchange(retained_moved_, false);
+    if ((published && shared_->slot.take_consumer_waiting()) || released) {
+        // The other processes' watchers publish it to their consumers, or drop released segments.
+        shared_->wake.notify();
     }
 }
 
@@ -152,7 +175,19 @@ void mmap_log_writer::adopt(const shared_log_state& state)
                                 "already appends to segment {}",
                                 files_.description, state.tail_segment, tail_->index));
     }
+    const log_position start = shared_->slot.retained_from();
     if (state.tail_segment > tail_->index) {
+        const std::uint64_t start_segment = split_offset(start.offset, files_.segment_size).segment_index;
+        if (start_segment > tail_->index) {
+            // Another process's retention deleted every segment this process has mapped (it did
+            // not follow the appends meanwhile): map the log again from where it is retained.
+            auto first = open_mmap_segment(files_, start_segment);
+            first->first_item = start.items;
+            segments_.restart_at(std::move(first));
+            tail_ = &segments_.last();
+            flushed_position_ = segment_header_size;
+            flushed_items_ = start.items;
+        }
         map_segments_up_to(state.tail_segment, state.tail_first_item);
         tail_ = &segments_.last();
         flushed_position_ = segment_header_size;
@@ -167,6 +202,30 @@ void mmap_log_writer::adopt(const shared_log_state& state)
         flushed_items_ = state.flushed_items;
     }
     shared_published_ = std::max(shared_published_, state.published_end);
+    adopt_retained_from(start);
+}
+
+// Drops this process's mappings of the segments another process's retention released (their files
+// are deleted, or about to be); the tail is never among them.
+void mmap_log_writer::adopt_retained_from(log_position start)
+{
+    if (start.offset <= retained_offset_.load(std::memory_order_relaxed)) {
+        return;  // the usual case: no retention since this writer last held the lock
+    }
+    const std::uint64_t start_segment = split_offset(start.offset, files_.segment_size).segment_index;
+    if (start_segment > tail_->index) {
+        return;  // the tail is always retained; a slot that says otherwise is left to recovery
+    }
+    std::uint64_t first_index = 0;
+    {
+        const auto lock = segments_.share();
+        first_index = segments_.first_index();
+    }
+    if (start_segment > first_index) {
+        segments_.release_below(start_segment);  // unmapped as they go
+    }
+    retained_items_.store(start.items, std::memory_order_release);
+    retained_offset_.store(start.offset, std::memory_order_release);
 }
 
 // Maps the segments after the tail up to `index`, which other processes created (each exists: a

@@ -18,7 +18,8 @@ void apply_mmap_retention(const mmap_retention_scope& scope, std::size_t keep, s
     {
         const auto lock = scope.segments.share();
         for (const auto& [group, position] : scope.groups) {
-            minimum = std::min(minimum, scope.segments.normalize(position.offset, log_end));
+            minimum = std::min(minimum, scope.move_markers ? scope.segments.normalize(position.offset, log_end)
+                                                           : position.offset);
         }
         first_index = scope.segments.first_index();
     }
@@ -42,6 +43,9 @@ void apply_mmap_retention(const mmap_retention_scope& scope, std::size_t keep, s
             write_checkpoint(scope.files.group_checkpoint_path(escape_group_name(group)), moved);
             position.offset = moved;  // the items stay: a marker holds no record
         }
+    }
+    if (scope.before_persist) {
+        scope.before_persist(earliest);
     }
     // earliest.items first: recovery counts back from one that is ahead of earliest.offset.
     write_item_position(scope.files.earliest_items_path(), earliest);

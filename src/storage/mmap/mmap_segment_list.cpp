@@ -62,6 +62,20 @@ std::vector<std::unique_ptr<mmap_segment_file>> mmap_segment_list::release_below
     return removed;
 }
 
+std::vector<std::unique_ptr<mmap_segment_file>>
+mmap_segment_list::restart_at(std::unique_ptr<mmap_segment_file> segment)
+{
+    std::vector<std::unique_ptr<mmap_segment_file>> removed;
+    const std::unique_lock lock(mutex_);
+    for (auto& each : segments_) {
+        removed.push_back(std::move(each));
+    }
+    segments_.clear();
+    first_index_ = segment->index;
+    segments_.push_back(std::move(segment));
+    return removed;
+}
+
 void mmap_segment_list::close() noexcept
 {
     const std::unique_lock lock(mutex_);

@@ -20,6 +20,7 @@
 #include <chrono>
 #include <csignal>
 #include <cstddef>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <optional>
@@ -75,14 +76,21 @@ std::string record(const std::string& source, std::size_t number)
 }
 
 // Consumes (and commits) until `count` items came or `limit` passed; the items in delivery order.
+// Takes every batch there is, unless `stop_at_count` (then it stops at the first batch that reaches
+// `count`).
 std::vector<std::string> consume_items(queue_runner& runner, bq::pull_consumer<std::string>& consumer,
-                                       std::size_t count, std::chrono::milliseconds limit = 10s)
+                                       std::size_t count, std::chrono::milliseconds limit = 10s,
+                                       bool stop_at_count = false)
 {
     std::vector<std::string> items;
     run_until(
         runner.io,
         [&] {
-            while (auto delivered = consumer.try_consume()) {
+            while (!(stop_at_count && items.size() >= count)) {
+                auto delivered = consumer.try_consume();
+                if (!delivered) {
+                    break;
+                }
                 items.insert(items.end(), delivered->begin(), delivered->end());
                 REQUIRE_FALSE(bq::test::commit_now(consumer, runner.io));
             }
@@ -226,12 +234,14 @@ TEST_CASE("process-shared topic: a queue with different stored-data options is r
     REQUIRE(refused);
     CHECK(refused->code() == errc::io_error);
 
+    // Retention defines what stays on disk: every process must agree on it too.
     auto retained = shared_topic(directory.path(), 2);
     retained.max_retained_consumed_segments = 1;
     const auto retention = error_from([&] { second->add_topic(retained); });
     REQUIRE(retention);
     CHECK(retention->code() == errc::invalid_argument);
-    CHECK(missing_from(retention->what(), {"max_retained_consumed_segments", "process_shared"}).empty());
+    CHECK(missing_from(retention->what(), {"max_retained_consumed_segments", (directory.path() / "events").string()})
+              .empty());
 }
 
 TEST_CASE("process-shared topic: two queues consuming one group share the partitions and deliver each record once",
@@ -518,6 +528,105 @@ TEST_CASE("process-shared topic: inspect reads and verifies a folder that queues
     second.reset();
     bq::inspect::execute_delete(directory.string(), "events", "g");
     CHECK(bq::inspect::verify_data_folder(directory.string()).intact());
+}
+
+// The segment files of `partition_folder`.
+std::size_t segment_files(const std::filesystem::path& partition_folder)
+{
+    std::size_t count = 0;
+    for (const auto& entry : std::filesystem::directory_iterator(partition_folder)) {
+        count += entry.path().extension() == ".log" ? 1 : 0;
+    }
+    return count;
+}
+
+bq::mmap_topic_options<std::string> retained_topic(const std::filesystem::path& directory)
+{
+    auto options = shared_topic(directory);
+    options.max_retained_consumed_segments = 0;
+    return options;
+}
+
+TEST_CASE("process-shared topic: retention deletes only what every group of every queue committed past, and "
+          "every queue sees where the log starts",
+          "[mmap][process_shared][retention]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(retained_topic(directory.path()));
+    second->add_topic(retained_topic(directory.path()));
+    auto g = first->create_pull_consumer<std::string>(group("g"));
+    auto h = second->create_pull_consumer<std::string>(group("h"));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 2000; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    const auto folder = directory.path() / "events" / "partition-00000";
+    const std::size_t written = segment_files(folder);
+    REQUIRE(written >= 5);
+
+    // g, in the first queue, read and committed everything; h, which only the second queue opened,
+    // nothing yet: h keeps every segment.
+    REQUIRE(consume_items(first, g, 2000).size() == 2000);
+    CHECK(segment_files(folder) == written);
+    const auto earliest = [](queue_runner& runner) {
+        return runner->stats<std::string>("events").partitions[0].earliest;
+    };
+    CHECK(earliest(first) == 0);
+
+    // h commits about half: the second queue's retention deletes the segments below it.
+    std::vector<std::string> items = consume_items(second, h, 1000, 10s, true);
+    REQUIRE(items.size() >= 1000);
+    const std::size_t after_half = segment_files(folder);
+    CHECK(after_half < written);
+    CHECK(after_half > 1);
+    const std::uint64_t start = earliest(second);
+    CHECK(start > 0);
+    CHECK(start <= items.size());
+    // The first queue learns it from the shared header (its watcher drops the deleted segments).
+    CHECK(run_until(
+        first.io, [&] { return earliest(first) == start; }, 5s));
+
+    // h reads the rest: only the tail segment stays, and h got every record once, in order.
+    const std::vector<std::string> rest = consume_items(second, h, 2000 - items.size());
+    items.insert(items.end(), rest.begin(), rest.end());
+    CHECK(by_source(items)["p"] == numbers(0, 2000));
+    CHECK(segment_files(folder) == 1);
+}
+
+TEST_CASE("process-shared topic: a queue whose mapped segments another queue's retention deleted appends, reads "
+          "and starts new groups where the log is retained",
+          "[mmap][process_shared][retention]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;  // produces nothing and reads nothing until the first queue's retention ran
+    first->add_topic(retained_topic(directory.path()));
+    second->add_topic(retained_topic(directory.path()));
+    auto g = first->create_pull_consumer<std::string>(group("g"));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 2000; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    REQUIRE(consume_items(first, g, 2000).size() == 2000);
+    const auto folder = directory.path() / "events" / "partition-00000";
+    CHECK(segment_files(folder) == 1);
+
+    auto late = second->producer<std::string>("events");
+    REQUIRE(late.try_produce(record("s", 0)));
+    // A group new to both queues starts at the first retained record, in the tail segment.
+    auto fresh = second->create_pull_consumer<std::string>(group("fresh"));
+    const std::vector<std::string> retained = consume_items(second, fresh, 2);
+    REQUIRE(retained.size() >= 2);
+    CHECK(retained.back() == record("s", 0));
+    const std::vector<std::size_t> kept = by_source(retained)["p"];
+    REQUIRE_FALSE(kept.empty());
+    CHECK(kept == numbers(kept.front(), 2000 - kept.front()));
+    CHECK(kept.front() > 0);
+    CHECK(second->stats<std::string>("events").partitions[0].earliest == kept.front());
+    // And g, in the first queue, gets what the second appended.
+    CHECK(consume_items(first, g, 1) == std::vector<std::string>{record("s", 0)});
 }
 
 }  // namespace

@@ -64,8 +64,8 @@ struct mmap_topic_options {
     /// and a consumer parked in `consume()` wakes when another process appends. Every process must
     /// give the same `partitions`, `segment_size`, `max_retained_consumed_segments` and serializer
     /// type (else `invalid_argument` naming the option and the folder). With `false` (the default)
-    /// the folder is locked by one queue, and a second one gets `io_error`. Retention across
-    /// processes is not built yet: with `true`, `max_retained_consumed_segments` must stay empty.
+    /// the folder is locked by one queue, and a second one gets `io_error`. Retention counts the
+    /// groups of every process.
     bool process_shared = false;
 };
 
@@ -102,10 +102,6 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
     require_option(options.flush_batch_size >= 1, kind, options.name, "flush_batch_size", "must be at least 1");
     require_option(options.flush == flush_strategy::immediate || options.flush == flush_strategy::batch, kind,
                    options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
-
-    require_option(!options.process_shared || !options.max_retained_consumed_segments, kind, options.name,
-                   "max_retained_consumed_segments",
-                   "must stay empty with process_shared: retention across processes is not built yet");
 
     const std::string topic_folder = (options.data_directory / options.name).string();
     make_directories(topic_folder);

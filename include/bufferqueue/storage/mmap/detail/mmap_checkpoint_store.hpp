@@ -54,14 +54,18 @@ public:
     /// and appears with its first checkpoint, so it holds retention before its first pull. Throws
     /// `closed`, `io_error`. Thread-safe; allocates.
     ///
-    /// With `on_disk_first` (process-shared topics; the caller holds the partition's shared append
-    /// lock) a group this partition does not know yet is looked for on disk first: another process
-    /// may have made it since this one opened.
-    Cursor& open_cursor(std::string_view group, bool on_disk_first = false)
+    /// With `retained_from` (process-shared topics: where the slot says the log starts; the caller
+    /// holds the partition's shared append lock) a group this partition does not know yet is looked
+    /// for on disk first, as another process may have made it since this one opened, and a new group
+    /// starts where the log is retained now (another process's retention may have moved it).
+    Cursor& open_cursor(std::string_view group, std::optional<log_position> retained_from = std::nullopt)
     {
         const std::lock_guard lock(mutex_);
         require_open();
-        if (on_disk_first && !groups_.contains(group)) {
+        if (retained_from) {
+            adopt_retained_from(*retained_from);
+        }
+        if (retained_from && !groups_.contains(group)) {
             if (const auto stored = read_checkpoint(files_.group_checkpoint_path(escape_group_name(group)))) {
                 groups_.emplace(std::string(group), position_of(*stored));
             }
@@ -142,8 +146,56 @@ public:
     }
 
     /// Process-shared topics: other processes create groups and commit, so from now on
-    /// `stored_groups` reads the groups' checkpoints from disk. Call before the topic is built.
+    /// `stored_groups` reads the groups' checkpoints from disk, and retention runs only through
+    /// `retain_shared`. Call before the topic is built.
     void share() noexcept { shared_ = true; }
+
+    /// True when the topic deletes consumed segments (`max_retained_consumed_segments` is set).
+    bool retains() const noexcept { return keep_.has_value(); }
+
+    /// Where the retained log starts. Thread-safe.
+    log_position earliest() const
+    {
+        const std::lock_guard lock(mutex_);
+        return earliest_;
+    }
+
+    /// Retention of a process-shared topic; the caller holds the partition's shared append lock
+    /// (with the writer's mutex) and passes where the slot says the log starts. Reads every group's
+    /// checkpoint from disk (other processes' groups and commits count), then releases the segments
+    /// all of them committed past (`move_markers` off: no other process's checkpoint is written).
+    /// `announce(start)` stores where the log starts now in the slot, before earliest.offset is
+    /// written. The released files are deleted by `remove_released`, after the append lock is let
+    /// go. Never throws (a failure counts in `maintenance_failures` and is retried at the next run).
+    /// Thread-safe.
+    template <class Announce>
+    void retain_shared(log_position retained_from, std::uint64_t log_end, Announce announce) noexcept
+    {
+        const std::lock_guard lock(mutex_);
+        if (!keep_ || segments_.closed()) {
+            return;
+        }
+        try {
+            adopt_retained_from(retained_from);
+            reload_groups();
+            apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_, false,
+                                  [&](log_position start) { announce(start); }},
+                                 *keep_, log_end);
+        } catch (...) {
+            maintenance_failures_.fetch_add(1, std::memory_order_relaxed);
+        }
+        earliest_items_.store(earliest_.items, std::memory_order_release);
+    }
+
+    /// Deletes the segment files retention released (see `retain_shared`). Never throws.
+    /// Thread-safe.
+    void remove_released() noexcept
+    {
+        const std::lock_guard lock(mutex_);
+        if (!deletions_.remove_pending(files_.folder)) {
+            maintenance_failures_.fetch_add(1, std::memory_order_relaxed);  // a file is left for the next run
+        }
+    }
 
     /// Every group the partition holds a checkpoint for (found on disk or created since), with its
     /// committed position in items; after `share()`, as stored on disk now by any process (a group
@@ -203,44 +255,54 @@ private:
         }
     }
 
-    // stored_groups() of a process-shared partition: each group folder on disk with its checkpoint
-    // (an unreadable one as this process last saw it); when the folder cannot be listed, the groups
-    // this process knows. Called with mutex_ held.
+    // Process-shared topics: takes over where another process's retention made the log start (the
+    // writer dropped the segments below it). Called with mutex_ held.
+    void adopt_retained_from(log_position retained_from) noexcept
+    {
+        if (retained_from.offset > earliest_.offset) {
+            earliest_ = retained_from;
+            earliest_items_.store(earliest_.items, std::memory_order_release);
+        }
+    }
+
+    // Process-shared retention: the groups as stored on disk now, by any process (a group removed
+    // by another process is gone, one it made is there). Throws `io_error` when the offsets folder
+    // cannot be listed or a checkpoint cannot be read: retention then releases nothing. Called with
+    // mutex_ held.
+    void reload_groups()
+    {
+        std::map<std::string, log_position, std::less<>> stored;
+        for (const stored_group_checkpoint& each : read_group_checkpoints(files_.offsets_folder())) {
+            if (!each.offset) {
+                throw error(errc::io_error, files_.description + ": the checkpoint of group '" + each.group +
+                                                "' cannot be read; retention waits for the next commit");
+            }
+            stored.emplace(each.group, position_of(*each.offset));
+        }
+        groups_ = std::move(stored);
+    }
+
+    // stored_groups() of a process-shared partition: each group on disk with its checkpoint (an
+    // unreadable one as this process last saw it); when the folder cannot be listed, the groups this
+    // process knows. Called with mutex_ held.
     void list_groups_on_disk(std::vector<stored_group>& listed) const
     {
-        std::vector<directory_entry> entries;
+        std::vector<stored_group_checkpoint> stored;
         try {
-            if (path_exists(files_.offsets_folder())) {
-                entries = list_directory(files_.offsets_folder());
-            }
+            stored = read_group_checkpoints(files_.offsets_folder());
         } catch (const error&) {
             for (const auto& [name, position] : groups_) {
                 listed.push_back({name, position.items});
             }
             return;
         }
-        for (const directory_entry& entry : entries) {
-            if (entry.kind != entry_kind::directory || entry.name.ends_with(temporary_suffix)) {
-                continue;  // a group another process is creating
-            }
-            std::string name;
-            std::optional<std::uint64_t> offset;
-            try {
-                name = unescape_group_name(entry.name);
-                offset = read_checkpoint(files_.group_checkpoint_path(entry.name));
-            } catch (const error&) {
-                // Not a group folder (recovery reports it at the next open), or unreadable now.
-            }
-            const auto known = name.empty() ? groups_.end() : groups_.find(name);
-            if (offset) {
-                const std::optional<std::uint64_t> items = segments_.items_at(*offset);
-                if (items || known == groups_.end()) {
-                    listed.push_back({name, items.value_or(earliest_.items)});
-                    continue;
-                }
-            }
-            if (known != groups_.end()) {
-                listed.push_back({name, known->second.items});
+        for (const stored_group_checkpoint& each : stored) {
+            const auto known = groups_.find(each.group);
+            const std::optional<std::uint64_t> items = each.offset ? segments_.items_at(*each.offset) : std::nullopt;
+            if (items || (each.offset && known == groups_.end())) {
+                listed.push_back({each.group, items.value_or(earliest_.items)});
+            } else if (known != groups_.end()) {
+                listed.push_back({each.group, known->second.items});
             }
         }
     }
@@ -272,7 +334,7 @@ private:
     // also removed at the next open.
     void retain(std::uint64_t log_end) noexcept
     {
-        if (keep_) {
+        if (keep_ && !shared_) {  // process-shared: retain_shared, under the partition's append lock
             try {
                 apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_}, *keep_, log_end);
             } catch (...) {

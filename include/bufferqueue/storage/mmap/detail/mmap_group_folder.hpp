@@ -11,10 +11,15 @@
 // Callers hold the partition's groups_mutex_, so no other creation or removal runs in `offsets/`.
 #pragma once
 
+#include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/group_path.hpp"
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -57,6 +62,42 @@ inline bool remove_group_folder(const std::string& offsets_folder, const std::st
     remove_temporary_files(offsets_folder);
     fsync_directory(offsets_folder);
     return true;
+}
+
+/// A group folder of `offsets/` and its checkpoint, as another process may be writing them.
+struct stored_group_checkpoint {
+    std::string group;
+    std::optional<std::uint64_t> offset;  ///< nothing when `consumer.offset` cannot be read now
+};
+
+/// Every group folder in `offsets_folder` (none when it does not exist) with its checkpoint, for
+/// process-shared topics, whose groups other processes create, commit and remove. Skips `.tmp`
+/// folders (a group being created or removed) and folders whose name is no group's (recovery reports
+/// them). Throws `error(errc::io_error)` when the folder cannot be listed. Thread-safe.
+inline std::vector<stored_group_checkpoint> read_group_checkpoints(const std::string& offsets_folder)
+{
+    std::vector<stored_group_checkpoint> found;
+    if (!path_exists(offsets_folder)) {
+        return found;
+    }
+    for (const directory_entry& entry : list_directory(offsets_folder)) {
+        if (entry.kind != entry_kind::directory || entry.name.ends_with(temporary_suffix)) {
+            continue;
+        }
+        stored_group_checkpoint group;
+        try {
+            group.group = unescape_group_name(entry.name);
+        } catch (const error&) {
+            continue;
+        }
+        try {
+            group.offset = read_checkpoint(offsets_folder + "/" + entry.name + "/consumer.offset");
+        } catch (const error&) {
+            // Unreadable now (a damaged file is the next open's to report).
+        }
+        found.push_back(std::move(group));
+    }
+    return found;
 }
 
 }  // namespace bufferqueue::detail

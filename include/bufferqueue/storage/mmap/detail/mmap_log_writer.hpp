@@ -72,13 +72,28 @@ public:
 
     /// Shares the log with other processes through `link`. Call once, before any other call. With
     /// `first` (no other process has the topic open) the slot is written from this writer's
-    /// recovered state; otherwise the writer adopts the slot's state, and publishes what it says is
-    /// published. Throws `io_error` (the append lock is unusable), `corrupt_data` (a segment the
-    /// slot names is missing or damaged). Not thread-safe (the partition's constructor calls it).
-    void share(shared_log_link link, bool first);
+    /// recovered state and `retained_from` (the recovered earliest position); otherwise the writer
+    /// adopts the slot's state, and publishes what it says is published. Throws `io_error` (the
+    /// append lock is unusable), `corrupt_data` (a segment the slot names is missing or damaged).
+    /// Not thread-safe (the partition's constructor calls it).
+    void share(shared_log_link link, bool first, log_position retained_from);
+
+    /// Process-shared logs: where the retained log starts, as the slot says. Call inside
+    /// `with_append_lock`. Never throws.
+    log_position retained_from() const noexcept;
+
+    /// Process-shared logs: stores where the retained log starts after this process's retention
+    /// released segments (the others drop their mappings of them when they next take the lock).
+    /// Call inside `with_append_lock`. Never throws.
+    void store_retained_from(log_position start) noexcept;
+
+    /// Process-shared logs: the item index where the retained log started when this writer last held
+    /// the append lock (0 without `share`). Lock-free.
+    std::uint64_t retained_from_items() const noexcept { return retained_items_.load(std::memory_order_acquire); }
 
     /// Process-shared logs: takes over what other processes appended (mapping the segments they
-    /// created) and publishes it; returns true when the published end moved. Without `share`, or once
+    /// created) and publishes it, and drops the segments another process's retention released;
+    /// returns true when the published end moved. Without `share`, or once
     /// closed: false. Never throws (a failure leaves the view as it was; the next call retries).
     /// Thread-safe; blocks on the writer's mutex and the shared append lock.
     bool refresh() noexcept;
@@ -245,6 +260,7 @@ private:
     void unlock_shared() noexcept;
     void store_shared(std::uint64_t pending_end) noexcept;
     void adopt(const shared_log_state& state);
+    void adopt_retained_from(log_position start);
     void map_segments_up_to(std::uint64_t index, std::uint64_t tail_first_item);
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;
@@ -284,10 +300,13 @@ private:
     std::vector<durability_waiter*> waiters_;
     std::size_t expected_followers_ = 0;
     std::chrono::steady_clock::duration last_flush_time_{};
-    std::condition_variable flush_done_;        // a leader finished; waiters re-check
-    std::condition_variable follower_arrived_;  // an append started waiting; the gathering leader re-checks
-    std::optional<shared_log_link> shared_;     // set by share() before any other call
-    std::uint64_t shared_published_ = 0;        // the slot's published end when last adopted; mutex_
+    std::condition_variable flush_done_;             // a leader finished; waiters re-check
+    std::condition_variable follower_arrived_;       // an append started waiting; the gathering leader re-checks
+    std::optional<shared_log_link> shared_;          // set by share() before any other call
+    std::uint64_t shared_published_ = 0;             // the slot's published end when last adopted; mutex_
+    std::atomic<std::uint64_t> retained_items_{0};   // the slot's retained-from position when last
+    std::atomic<std::uint64_t> retained_offset_{0};  // adopted; both written under mutex_
+    bool retained_moved_ = false;                    // store_retained_from raised it: unlock wakes the watchers; mutex_
     // Written together under mutex_ (items first), read by consumers: one cache line of their own.
     alignas(64) std::atomic<std::uint64_t> published_end_{0};
     std::atomic<std::uint64_t> published_items_{0};

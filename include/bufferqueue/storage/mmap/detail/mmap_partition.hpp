@@ -16,6 +16,7 @@
 #include "bufferqueue/storage/mmap/detail/shared_topic_runtime.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -112,7 +113,7 @@ public:
     /// after construction; `runtime` must outlive the partition's `close`.
     void share(shared_topic_runtime& runtime, bool first)
     {
-        writer_.share(runtime.link(settings_.partition), first);
+        writer_.share(runtime.link(settings_.partition), first, checkpoints_.earliest());
         checkpoints_.share();
         shared_ = true;
         runtime.attach(settings_.partition, *this);
@@ -145,7 +146,8 @@ public:
             return checkpoints_.open_cursor(group);
         }
         // Under the shared append lock: two processes never race to make the group's folder.
-        return writer_.with_append_lock([&]() -> cursor& { return checkpoints_.open_cursor(group, true); });
+        return writer_.with_append_lock(
+            [&]() -> cursor& { return checkpoints_.open_cursor(group, writer_.retained_from()); });
     }
 
     pull_result<T> pull(cursor& reader, std::size_t max_items) { return reader_.pull(reader, max_items); }
@@ -166,6 +168,7 @@ public:
         // producer.offset covers it.
         writer_.flush_for_commit(next_offset);
         checkpoints_.commit(reader, next_offset, writer_.published_end());
+        retain_shared();
         return 0;
     }
 
@@ -178,13 +181,18 @@ public:
     std::uint64_t remove_group(std::string_view group)
     {
         checkpoints_.remove_group(group, writer_.published_end());
+        retain_shared();
         return 0;
     }
 
     /// Runs retention for the groups found on disk (called once every partition of the topic has
     /// opened), so segments no known group pins any more are reclaimed without waiting for a
     /// commit. Never throws.
-    void retain_at_open() noexcept { checkpoints_.retain_at_open(writer_.published_end()); }
+    void retain_at_open() noexcept
+    {
+        checkpoints_.retain_at_open(writer_.published_end());
+        retain_shared();
+    }
 
     void release_batch(cursor&) noexcept {}
 
@@ -223,8 +231,12 @@ public:
     /// writer's mutex.
     std::uint64_t appended_items() const { return writer_.appended_items(); }
 
-    /// The item index of the earliest record still held (after retention). Lock-free.
-    std::uint64_t earliest_items() const noexcept { return checkpoints_.earliest_items(); }
+    /// The item index of the earliest record still held (after retention, also another process's).
+    /// Lock-free.
+    std::uint64_t earliest_items() const noexcept
+    {
+        return std::max(checkpoints_.earliest_items(), writer_.retained_from_items());
+    }
 
     /// Failed retention steps since the partition opened (see `partition_stats`). Lock-free.
     std::uint64_t maintenance_failures() const noexcept { return checkpoints_.maintenance_failures(); }
@@ -250,6 +262,27 @@ private:
     }
 
     explicit mmap_partition(opened from) : mmap_partition(std::move(from.configuration), std::move(from.state)) {}
+
+    // Process-shared topics with retention: runs it under the shared append lock (after a commit, a
+    // group's removal or the opening), so that it counts every process's groups and no process
+    // makes a group or retains meanwhile, and stores where the log starts now in the slot; then
+    // deletes the released files without the lock. Never throws.
+    void retain_shared() noexcept
+    {
+        if (!shared_ || !checkpoints_.retains()) {
+            return;
+        }
+        try {
+            writer_.with_append_lock([&] {
+                checkpoints_.retain_shared(writer_.retained_from(), writer_.published_end(),
+                                           [&](log_position start) { writer_.store_retained_from(start); });
+            });
+        } catch (...) {
+            // The append lock could not be taken (the partition closed meanwhile, or the slot names a
+            // missing segment): nothing was released; the next commit runs retention again.
+        }
+        checkpoints_.remove_released();
+    }
 
     settings settings_;
     const mmap_partition_files files_;

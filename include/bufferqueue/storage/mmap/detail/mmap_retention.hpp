@@ -76,11 +76,20 @@ struct mmap_retention_scope {
     std::map<std::string, log_position, std::less<>>& groups;
     log_position& earliest;
     retention_backlog& deletions;
+    /// False for process-shared topics: a group's checkpoint is written only by the process whose
+    /// consumer reads the partition, so retention never moves one; a checkpoint at a segment-end
+    /// marker then keeps its segment until the group commits past it.
+    bool move_markers = true;
+    /// Called with the new earliest position before it is written to disk (process-shared topics
+    /// store it in the shared header first: a process killed between the two then leaves other
+    /// processes starting new groups at or above earliest.offset, never below). May be empty.
+    std::function<void(log_position)> before_persist{};
 };
 
 /// Releases the segments every known group has committed past, keeping the newest `keep` of them;
 /// `log_end` is the published end of the log. A checkpoint at a segment-end marker (a group that
-/// read a segment to its end before the writer ended it) has committed past that segment. Order:
+/// read a segment to its end before the writer ended it) has committed past that segment, unless
+/// `scope.move_markers` is false. Order:
 /// the commit already flushed and persisted its checkpoint; then checkpoints at the end of a segment
 /// about to go move to the equivalent first offset of the next segment (a checkpoint below
 /// earliest.offset is corrupt); then earliest.items and earliest.offset advance; then the segments

@@ -66,6 +66,11 @@ public:
     /// Takes the lock exclusively.
     std::vector<std::unique_ptr<mmap_segment_file>> release_below(std::uint64_t index);
 
+    /// Process-shared logs: replaces every retained segment by `segment` (whose index is where the
+    /// list now starts), after another process's retention deleted the files of all of them. Returns
+    /// the segments it replaced. Takes the lock exclusively.
+    std::vector<std::unique_ptr<mmap_segment_file>> restart_at(std::unique_ptr<mmap_segment_file> segment);
+
     /// True once `close` ran. Thread-safe.
     bool closed() const noexcept { return closed_.load(std::memory_order_acquire); }
 

@@ -25,9 +25,14 @@
 //      160    8 flush target, a logical offset: an msync of the log up to it is in flight (0: none)
 //      168    8 msynced end, a logical offset: the log before it was msynced (raised without the lock,
 //                before the flush event is notified; the flushed end above follows under the lock)
-//      176   80 reserved, 0
+//      176    8 retained-from offset: where the log's first retained record is (earliest.offset).
+//                Retention, in any process, raises it (and earliest.offset) before it deletes the
+//                segment files below it; the other processes then drop their mappings of them
+//      184    8 the item index at the retained-from offset (earliest.items)
+//      192   64 reserved, 0
 #pragma once
 
+#include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
 #include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
 
 #include <array>
@@ -71,7 +76,9 @@ public:
     static constexpr std::size_t flush_event_field = fields + 1;
     static constexpr std::size_t flush_target_field = fields + 2;
     static constexpr std::size_t msynced_end_field = fields + 3;
-    static_assert((msynced_end_field + 1) * sizeof(std::uint64_t) <= size);
+    static constexpr std::size_t retained_offset_field = fields + 4;
+    static constexpr std::size_t retained_items_field = fields + 5;
+    static_assert((retained_items_field + 1) * sizeof(std::uint64_t) <= size);
     static_assert(process_shared_event::storage_size == sizeof(std::uint64_t));
 
     shared_log_slot() noexcept = default;
@@ -163,6 +170,26 @@ public:
 
     /// The log before this logical offset was msynced (by any process). Never throws.
     std::uint64_t msynced_end() const noexcept { return at(msynced_end_field).load(std::memory_order_acquire); }
+
+    /// Where the retained log starts (the earliest position). Under the lock; never throws.
+    log_position retained_from() const noexcept
+    {
+        return {at(retained_offset_field).load(std::memory_order_acquire),
+                at(retained_items_field).load(std::memory_order_acquire)};
+    }
+
+    /// The retained-from offset, read without the lock (a hint: it may be moving). Never throws.
+    std::uint64_t retained_from_offset() const noexcept
+    {
+        return at(retained_offset_field).load(std::memory_order_relaxed);
+    }
+
+    /// Stores where the retained log starts. Under the lock; never throws.
+    void store_retained_from(log_position start) const noexcept
+    {
+        at(retained_offset_field).store(start.offset, std::memory_order_release);
+        at(retained_items_field).store(start.items, std::memory_order_release);
+    }
 
     /// The published end, read without the lock (it may be moving). Never throws.
     std::uint64_t published_end() const noexcept
