@@ -110,13 +110,13 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
 }
 
 // The msync of bytes [from, to) of `segment` for a leader, without mutex_; the log then ends at
-// `flush_end`. For a shared log the processes' leaders coordinate through the slot: a leader whose
-// records an msync in flight covers waits for it; otherwise it claims the flush target and extends
-// its msync to every record written so far, by any process, in the same segment, so the records of
-// several processes go out in one msync. A leader whose records another process's msync covered
-// returns at once. An msync in flight that does not finish
-// within max_shared_flush_wait (its process may have died) is not waited for any more. Returns the
-// failure, if any.
+// `flush_end`. For a shared log the processes' leaders coordinate through the slot, one msync in
+// flight at a time: a leader waits for the one in flight; then, unless it covered its records, it
+// claims the flush target and extends its msync to every record written so far, by any process, in
+// the same segment, so the records the processes appended during one msync go out together in the
+// next. A leader whose records another process's msync covered returns at once. An msync in flight
+// that does not finish within max_shared_flush_wait (its process may have died) is not waited for
+// any more. Returns the failure, if any.
 std::shared_ptr<const mmap_log_writer::flush_failure>
 mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from, std::uint64_t to,
                                   std::uint64_t flush_end) noexcept
@@ -130,9 +130,9 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
                 return nullptr;  // another process's msync covered it
             }
             const std::uint64_t target = slot.flush_target();
-            if (target < flush_end) {
-                // Every record written so far in this segment goes out with this msync (one in
-                // flight that does not cover these records runs beside it).
+            if (target == 0) {
+                // Every record written so far in this segment goes out with this msync, also those
+                // other processes appended while the previous one ran.
                 const std::uint64_t written = slot.written_end_in(segment.index, files_.segment_size).value_or(0);
                 const std::uint64_t end = std::max(flush_end, written);
                 if (slot.claim_flush(target, end)) {
