@@ -261,7 +261,8 @@ public:
         start(children_.back());
     }
 
-    // Reads every report that arrived within `wait`.
+    // Reads the reports that arrive within `wait`, and returns once it passed (also while children
+    // still report: what is left is read by the next pump, or when a child is stopped).
     void pump(std::chrono::milliseconds wait)
     {
         std::vector<pollfd> readable;
@@ -272,7 +273,7 @@ public:
         for (;;) {
             const auto left =
                 std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-            if (::poll(readable.data(), readable.size(), static_cast<int>(std::max<long>(0, left.count()))) <= 0) {
+            if (left.count() <= 0 || ::poll(readable.data(), readable.size(), static_cast<int>(left.count())) <= 0) {
                 return;
             }
             for (std::size_t i = 0; i < readable.size(); ++i) {

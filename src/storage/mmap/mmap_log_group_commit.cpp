@@ -90,6 +90,7 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
     lock.lock();
     last_flush_time_ = finish - start;
     flushing_ = false;
+    retired_segments_.clear();  // released by another process's retention during the msync
     if (!failure) {
         try {
             // Process-shared logs: stores what was flushed, so other processes publish it too.
@@ -116,7 +117,7 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
 // the same segment, so the records the processes appended during one msync go out together in the
 // next. A leader whose records another process's msync covered returns at once. An msync in flight
 // that does not finish within max_shared_flush_wait (its process may have died) is not waited for
-// any more. Returns the failure, if any.
+// any more: the leader takes its claim over. Returns the failure, if any.
 std::shared_ptr<const mmap_log_writer::flush_failure>
 mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from, std::uint64_t to,
                                   std::uint64_t flush_end) noexcept
@@ -125,19 +126,26 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
     if (shared_) {
         const shared_log_slot slot = shared_->slot;
         process_shared_event done = slot.flush_event();
+        std::uint64_t waited_for = 0;  // the target in flight this leader waits for, and since when
+        auto since = std::chrono::steady_clock::now();
         for (;;) {
             if (slot.msynced_end() >= flush_end) {
                 return nullptr;  // another process's msync covered it
             }
             const std::uint64_t target = slot.flush_target();
-            if (target == 0) {
+            const auto now = std::chrono::steady_clock::now();
+            if (target != waited_for) {
+                waited_for = target;
+                since = now;
+            }
+            // A claim older than max_shared_flush_wait is taken over: its process may have died.
+            if (target == 0 || now - since >= max_shared_flush_wait) {
                 // Every record written so far in this segment goes out with this msync, also those
                 // other processes appended while the previous one ran.
                 const std::uint64_t written = slot.written_end_in(segment.index, files_.segment_size).value_or(0);
-                const std::uint64_t end = std::max(flush_end, written);
-                if (slot.claim_flush(target, end)) {
-                    claimed_end = end;
-                    to = end - logical_offset(segment.index, 0, files_.segment_size);
+                if (slot.claim_flush(target, std::max(flush_end, written))) {
+                    claimed_end = gather_other_processes(segment, std::max(flush_end, written));
+                    to = claimed_end - logical_offset(segment.index, 0, files_.segment_size);
                     break;
                 }
                 continue;
@@ -146,9 +154,7 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
             if (slot.msynced_end() >= flush_end || slot.flush_target() != target) {
                 continue;  // finished (or failed) meanwhile
             }
-            if (!done.wait(seen, max_shared_flush_wait)) {
-                break;  // not finished in time: flush without a claim
-            }
+            done.wait(seen, max_shared_flush_wait - (now - since));
         }
     }
     std::shared_ptr<const flush_failure> failure;
@@ -161,6 +167,43 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
         shared_->slot.finish_flush(claimed_end, failure == nullptr);
     }
     return failure;
+}
+
+// A leader that claimed a flush up to `claimed` waits, for at most half the last flush's time (and
+// max_gather_time), until the log written past the msynced end is as long as the last claimed msync
+// covered: the producers of other processes that it acknowledged come back with their next records,
+// which would otherwise miss this msync and make a half-full one of their own. Writers notify the
+// flush event for each record while it waits. Returns the claimed end, extended to every record
+// written by then in `segment`.
+std::uint64_t mmap_log_writer::gather_other_processes(const mmap_segment_file& segment, std::uint64_t claimed) noexcept
+{
+    const shared_log_slot slot = shared_->slot;
+    const auto written = [&]() -> std::optional<std::uint64_t> {
+        return slot.written_end_in(segment.index, files_.segment_size);
+    };
+    const std::uint64_t wanted = slot.msynced_end() + slot.last_flush_bytes();
+    const auto budget = std::min<std::chrono::steady_clock::duration>(last_flush_time_ / 2, max_gather_time);
+    if (slot.last_flush_bytes() == 0 || claimed >= wanted || budget <= std::chrono::steady_clock::duration::zero()) {
+        return claimed;
+    }
+    process_shared_event event = slot.flush_event();
+    const auto deadline = std::chrono::steady_clock::now() + budget;
+    slot.set_gathering(true);
+    for (;;) {
+        const std::uint32_t seen = event.sequence();
+        const std::optional<std::uint64_t> end = written();
+        const auto now = std::chrono::steady_clock::now();
+        if (!end || *end >= wanted || now >= deadline) {
+            break;  // gathered, the tail moved to another segment, or out of time
+        }
+        event.wait(seen, deadline - now);
+    }
+    slot.set_gathering(false);
+    const std::uint64_t end = std::max(claimed, written().value_or(claimed));
+    if (end != claimed) {
+        slot.extend_flush(claimed, end);
+    }
+    return end;
 }
 
 // The failure of the exception being handled (call inside a catch block). An `error` keeps its code

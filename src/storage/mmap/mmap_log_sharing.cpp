@@ -165,6 +165,15 @@ void mmap_log_writer::store_shared(std::uint64_t pending_end) noexcept
     std::atomic_signal_fence(std::memory_order_seq_cst);
 }
 
+// A record was written: a leader of another process gathering records for its msync re-checks.
+void mmap_log_writer::notify_gathering_leader() const noexcept
+{
+    if (shared_ && shared_->slot.gathering()) {
+        process_shared_event flushed = shared_->slot.flush_event();  // a view
+        flushed.notify();
+    }
+}
+
 // Takes over the log's tail as the slot describes it (another process may have appended, rolled
 // over or flushed since this writer last held the lock).
 void mmap_log_writer::adopt(const shared_log_state& state)
@@ -183,7 +192,7 @@ void mmap_log_writer::adopt(const shared_log_state& state)
             // not follow the appends meanwhile): map the log again from where it is retained.
             auto first = open_mmap_segment(files_, start_segment);
             first->first_item = start.items;
-            segments_.restart_at(std::move(first));
+            retire(segments_.restart_at(std::move(first)));
             tail_ = &segments_.last();
             flushed_position_ = segment_header_size;
             flushed_items_ = start.items;
@@ -205,6 +214,23 @@ void mmap_log_writer::adopt(const shared_log_state& state)
     adopt_retained_from(start);
 }
 
+// Unmaps segments another process's retention released, unless a leader of this process msyncs
+// without mutex_ now: it may msync one of them (its records, flushed and published by another
+// process meanwhile, were committed past), so they stay mapped until lead_flush ends.
+void mmap_log_writer::retire(std::vector<std::unique_ptr<mmap_segment_file>> released) noexcept
+{
+    if (!flushing_) {
+        return;  // unmapped as `released` goes
+    }
+    for (auto& segment : released) {
+        try {
+            retired_segments_.push_back(std::move(segment));
+        } catch (...) {
+            // Out of memory: the leader's msync of an unmapped range fails with an error, no crash.
+        }
+    }
+}
+
 // Drops this process's mappings of the segments another process's retention released (their files
 // are deleted, or about to be); the tail is never among them.
 void mmap_log_writer::adopt_retained_from(log_position start)
@@ -222,7 +248,7 @@ void mmap_log_writer::adopt_retained_from(log_position start)
         first_index = segments_.first_index();
     }
     if (start_segment > first_index) {
-        segments_.release_below(start_segment);  // unmapped as they go
+        retire(segments_.release_below(start_segment));
     }
     retained_items_.store(start.items, std::memory_order_release);
     retained_offset_.store(start.offset, std::memory_order_release);

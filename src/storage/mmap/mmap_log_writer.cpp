@@ -117,6 +117,7 @@ void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock, shared_ho
     ++unflushed_records_;
     ++records_since_checkpoint_;
     store_shared(tail_position_);
+    notify_gathering_leader();
 }
 
 // Records end at least `record_header_size` bytes before the end of a segment, so every segment this

@@ -2,6 +2,8 @@
 // one process, which hold the folder the same way) open one topic folder at once.
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
+#include "bufferqueue/storage/mmap/detail/file_hooks.hpp"
+
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_verifier.hpp"
@@ -23,6 +25,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -627,6 +630,76 @@ TEST_CASE("process-shared topic: a queue whose mapped segments another queue's r
     CHECK(second->stats<std::string>("events").partitions[0].earliest == kept.front());
     // And g, in the first queue, gets what the second appended.
     CHECK(consume_items(first, g, 1) == std::vector<std::string>{record("s", 0)});
+}
+
+TEST_CASE("process-shared topic: under immediate, an msync covered every record that several queues' produce "
+          "calls were told was durable",
+          "[mmap][process_shared][group_commit]")
+{
+    // Each queue coordinates its group commit with the others through the shared header, as
+    // processes do: a record is acknowledged by the msync of whichever queue claimed it.
+    std::mutex mutex;
+    std::map<std::string, std::vector<std::pair<std::uint64_t, std::uint64_t>>> synced;  // file -> [from, to)
+    bq::detail::scoped_file_hooks hooks(
+        {.before_operation = {},
+         .after_flush = [&](bq::detail::file_operation operation, const std::string& path, std::uint64_t offset,
+                            std::uint64_t length) {
+             if (operation == bq::detail::file_operation::msync) {
+                 const std::lock_guard lock(mutex);
+                 synced[std::filesystem::path(path).filename().string()].emplace_back(offset, offset + length);
+             }
+         }});
+    temporary_directory directory;
+    constexpr std::size_t queues = 3;
+    constexpr std::size_t per_queue = 150;
+    std::vector<std::unique_ptr<queue_runner>> runners;
+    auto options = shared_topic(directory.path(), 1, bq::flush_strategy::immediate);
+    options.segment_size = 1024 * 1024;
+    for (std::size_t index = 0; index < queues; ++index) {
+        runners.push_back(std::make_unique<queue_runner>());
+        (*runners.back())->add_topic(options);
+    }
+    std::vector<std::thread> producing;
+    std::vector<std::size_t> acknowledged(queues, 0);
+    for (std::size_t index = 0; index < queues; ++index) {
+        producing.emplace_back([&, index] {
+            auto producer = (*runners[index])->producer<std::string>("events");
+            for (std::size_t number = 0; number < per_queue; ++number) {
+                // Records of 1.5 pages: an msync that stops short of one leaves some of its bytes out.
+                if (!producer.try_produce(record("q" + std::to_string(index), number) + std::string(6000, '.'))) {
+                    return;
+                }
+                ++acknowledged[index];
+            }
+        });
+    }
+    for (std::thread& each : producing) {
+        each.join();
+    }
+    CHECK(acknowledged == std::vector<std::size_t>(queues, per_queue));
+    // Every record's bytes lie in ranges that msyncs reported (they are page-aligned and may overlap).
+    const bq::inspect::partition_reader reader(directory.string(), "events", 0);
+    std::size_t records = 0;
+    std::size_t uncovered = 0;
+    reader.read_records(0, queues * per_queue, [&](const bq::inspect::record_entry& entry) {
+        ++records;
+        const std::lock_guard lock(mutex);
+        auto& ranges = synced[entry.segment_file];
+        std::sort(ranges.begin(), ranges.end());
+        std::uint64_t covered = entry.position;  // covered from the record's start up to here
+        for (const auto& [from, to] : ranges) {
+            if (from <= covered && to > covered) {
+                covered = to;
+            }
+        }
+        if (covered < entry.position + entry.size) {
+            ++uncovered;
+            UNSCOPED_INFO("record " << entry.item << " at " << entry.segment_file << ":" << entry.position
+                                    << " was never msynced past byte " << covered);
+        }
+    });
+    CHECK(records == queues * per_queue);
+    CHECK(uncovered == 0);
 }
 
 }  // namespace

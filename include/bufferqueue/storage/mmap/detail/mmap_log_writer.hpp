@@ -115,6 +115,22 @@ public:
         return std::forward<Work>(work)();
     }
 
+    /// As `with_append_lock`, unless a group-commit flush is in flight in this process: then it
+    /// returns false without running `work`. Process-shared retention runs so: another process may
+    /// have flushed and published the leader's records, and the segment the leader msyncs must stay
+    /// mapped until it is done.
+    template <class Work>
+    bool with_append_lock_unless_flushing(Work&& work)
+    {
+        std::unique_lock lock(mutex_);
+        if (flushing_) {
+            return false;
+        }
+        const shared_hold hold(*this);
+        std::forward<Work>(work)();
+        return true;
+    }
+
     /// The writer's mutex, for the partition's close (lock order: this one first).
     std::unique_lock<std::mutex> lock() { return std::unique_lock(mutex_); }
 
@@ -249,6 +265,7 @@ private:
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
     void gather_followers(std::unique_lock<std::mutex>& lock);
     void lead_flush(std::unique_lock<std::mutex>& lock) noexcept;
+    std::uint64_t gather_other_processes(const mmap_segment_file& segment, std::uint64_t claimed) noexcept;
     std::shared_ptr<const flush_failure> flush_tail_range(mmap_segment_file& segment, std::uint64_t from,
                                                           std::uint64_t to, std::uint64_t flush_end) noexcept;
     static std::shared_ptr<const flush_failure> current_failure() noexcept;
@@ -259,8 +276,10 @@ private:
     void lock_shared();
     void unlock_shared() noexcept;
     void store_shared(std::uint64_t pending_end) noexcept;
+    void notify_gathering_leader() const noexcept;
     void adopt(const shared_log_state& state);
     void adopt_retained_from(log_position start);
+    void retire(std::vector<std::unique_ptr<mmap_segment_file>> released) noexcept;
     void map_segments_up_to(std::uint64_t index, std::uint64_t tail_first_item);
     void mark_flushed(std::uint64_t flushed_end) noexcept;
     std::uint64_t record_area() const noexcept;
@@ -307,6 +326,9 @@ private:
     std::atomic<std::uint64_t> retained_items_{0};   // the slot's retained-from position when last
     std::atomic<std::uint64_t> retained_offset_{0};  // adopted; both written under mutex_
     bool retained_moved_ = false;                    // store_retained_from raised it: unlock wakes the watchers; mutex_
+    // Segments another process's retention released while this process's leader msynced one of
+    // them without mutex_: kept mapped until that flush ends. Guarded by mutex_.
+    std::vector<std::unique_ptr<mmap_segment_file>> retired_segments_;
     // Written together under mutex_ (items first), read by consumers: one cache line of their own.
     alignas(64) std::atomic<std::uint64_t> published_end_{0};
     std::atomic<std::uint64_t> published_items_{0};

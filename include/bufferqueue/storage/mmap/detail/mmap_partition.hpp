@@ -273,7 +273,9 @@ private:
             return;
         }
         try {
-            writer_.with_append_lock([&] {
+            // Not while a group-commit flush of this process is in flight (its segment must stay
+            // mapped): the next commit runs retention again.
+            writer_.with_append_lock_unless_flushing([&] {
                 checkpoints_.retain_shared(writer_.retained_from(), writer_.published_end(),
                                            [&](log_position start) { writer_.store_retained_from(start); });
             });

@@ -29,7 +29,11 @@
 //                Retention, in any process, raises it (and earliest.offset) before it deletes the
 //                segment files below it; the other processes then drop their mappings of them
 //      184    8 the item index at the retained-from offset (earliest.items)
-//      192   64 reserved, 0
+//      192    8 bytes of log the last claimed msync covered beyond the msynced end before it (without
+//                the lock): how much a leader that claims the next one gathers first
+//      200    8 1 while a leader that claimed a flush gathers the records of other processes (without
+//                the lock): each record written then notifies the flush event; 0 otherwise
+//      208   48 reserved, 0
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
@@ -78,7 +82,9 @@ public:
     static constexpr std::size_t msynced_end_field = fields + 3;
     static constexpr std::size_t retained_offset_field = fields + 4;
     static constexpr std::size_t retained_items_field = fields + 5;
-    static_assert((retained_items_field + 1) * sizeof(std::uint64_t) <= size);
+    static constexpr std::size_t last_flush_bytes_field = fields + 6;
+    static constexpr std::size_t gathering_field = fields + 7;
+    static_assert((gathering_field + 1) * sizeof(std::uint64_t) <= size);
     static_assert(process_shared_event::storage_size == sizeof(std::uint64_t));
 
     shared_log_slot() noexcept = default;
@@ -153,8 +159,15 @@ public:
         return at(flush_target_field).compare_exchange_strong(seen, end, std::memory_order_acq_rel);
     }
 
+    /// Moves the claimed flush's target from `claimed` to `end` (the claimant only). Never throws.
+    void extend_flush(std::uint64_t claimed, std::uint64_t end) const noexcept
+    {
+        at(flush_target_field).compare_exchange_strong(claimed, end, std::memory_order_acq_rel);
+    }
+
     /// Ends the claimed flush to `end` (the target goes back to 0 unless another claimed since):
-    /// raises the msynced end to `end` when the msync succeeded, then notifies the flush event.
+    /// raises the msynced end to `end` when the msync succeeded (noting how much it added), then
+    /// notifies the flush event.
     void finish_flush(std::uint64_t end, bool succeeded) const noexcept
     {
         if (succeeded) {
@@ -162,10 +175,34 @@ public:
             std::uint64_t current = msynced.load(std::memory_order_relaxed);
             while (current < end && !msynced.compare_exchange_weak(current, end, std::memory_order_acq_rel)) {
             }
+            if (current < end && current != 0) {
+                at(last_flush_bytes_field).store(end - current, std::memory_order_relaxed);
+            }
         }
         std::uint64_t claimed = end;
         at(flush_target_field).compare_exchange_strong(claimed, 0, std::memory_order_acq_rel);
         flush_event().notify();
+    }
+
+    /// Bytes the last claimed msync added to the msynced end (0 before the second one). Never throws.
+    std::uint64_t last_flush_bytes() const noexcept
+    {
+        return at(last_flush_bytes_field).load(std::memory_order_relaxed);
+    }
+
+    /// A claimant gathers other processes' records (`true`) or stopped (`false`); a full barrier
+    /// follows, as writers check `gathering` right after they stored a record. Never throws.
+    void set_gathering(bool gathering) const noexcept
+    {
+        at(gathering_field).store(gathering ? 1 : 0, std::memory_order_seq_cst);
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+    }
+
+    /// True while a claimant gathers: a writer that just stored a record notifies the flush event.
+    bool gathering() const noexcept
+    {
+        std::atomic_thread_fence(std::memory_order_seq_cst);
+        return at(gathering_field).load(std::memory_order_relaxed) != 0;
     }
 
     /// The log before this logical offset was msynced (by any process). Never throws.
