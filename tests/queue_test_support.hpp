@@ -15,12 +15,29 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 namespace bufferqueue::test {
+
+/// A queue on its own io_context, which can be closed (destroyed) and opened again on it.
+struct queue_runner {
+    boost::asio::io_context io;
+    std::unique_ptr<buffer_queue> queue = std::make_unique<buffer_queue>(io.get_executor());
+
+    /// Destroys the queue, then makes a new one on the same io_context.
+    buffer_queue& reopen()
+    {
+        queue.reset();
+        queue = std::make_unique<buffer_queue>(io.get_executor());
+        return *queue;
+    }
+
+    buffer_queue* operator->() const { return queue.get(); }
+};
 
 /// Runs `io` in short slices until `done()` holds or `limit` passes; true when it held. Unlike
 /// `io.run()` it also ends while `io` still has work (a produce waiting for its acknowledgement, a

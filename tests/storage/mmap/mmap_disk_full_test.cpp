@@ -74,19 +74,13 @@ std::vector<std::string> numbered_range(std::size_t first, std::size_t count)
     return items;
 }
 
-// A queue on its own io_context that can be closed and reopened.
-struct queue_runner {
-    boost::asio::io_context io;
-    std::unique_ptr<bq::buffer_queue> queue = std::make_unique<bq::buffer_queue>(io.get_executor());
-
+// The shared queue_runner, with the consumers it drains through.
+struct queue_runner : bufferqueue::test::queue_runner {
     bq::buffer_queue& reopen()
     {
         consumers.clear();
-        queue.reset();
-        queue = std::make_unique<bq::buffer_queue>(io.get_executor());
-        return *queue;
+        return bufferqueue::test::queue_runner::reopen();
     }
-    bq::buffer_queue* operator->() const { return queue.get(); }
 
     boost::system::error_code commit(bq::pull_consumer<std::string>& consumer)
     {

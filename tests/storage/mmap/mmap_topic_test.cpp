@@ -44,6 +44,7 @@ namespace {
 using bufferqueue::test::commit_now;
 using bufferqueue::test::file_bytes;
 using bufferqueue::test::produce_now;
+using bufferqueue::test::queue_runner;
 using bufferqueue::test::segment_indices;
 using bufferqueue::test::segment_path;
 using bufferqueue::test::string_bytes_serializer;
@@ -77,20 +78,6 @@ struct packed_only {
     std::string text;
     MSGPACK_DEFINE(value, text)
     bool operator==(const packed_only&) const = default;
-};
-
-// A queue that can be closed and reopened on the same io_context.
-struct queue_runner {
-    boost::asio::io_context io;
-    std::unique_ptr<bq::buffer_queue> queue = std::make_unique<bq::buffer_queue>(io.get_executor());
-
-    bq::buffer_queue& reopen()
-    {
-        queue.reset();
-        queue = std::make_unique<bq::buffer_queue>(io.get_executor());
-        return *queue;
-    }
-    bq::buffer_queue* operator->() const { return queue.get(); }
 };
 
 // The record size of a payload of `length` bytes: 8-byte header plus payload, rounded up to 8.

@@ -41,17 +41,12 @@ using bq::errc;
 using bq::test::child_process;
 using bq::test::error_from;
 using bq::test::missing_from;
+using bq::test::queue_runner;
 using bq::test::run_until;
 using bq::test::signal_pipe;
 using bq::test::string_bytes_serializer;
 using bq::test::temporary_directory;
 using namespace std::chrono_literals;
-
-struct queue_runner {
-    boost::asio::io_context io;
-    std::unique_ptr<bq::buffer_queue> queue = std::make_unique<bq::buffer_queue>(io.get_executor());
-    bq::buffer_queue* operator->() const { return queue.get(); }
-};
 
 bq::mmap_topic_options<std::string> shared_topic(const std::filesystem::path& directory, std::size_t partitions = 1,
                                                  bq::flush_strategy flush = bq::flush_strategy::batch)
@@ -247,37 +242,59 @@ TEST_CASE("process-shared topic: a queue with different stored-data options is r
               .empty());
 }
 
+// Two queues on one folder, each with a consumer of group "g", and `records` records ("p-...")
+// produced by the first.
+struct one_group_in_two_queues {
+    queue_runner first;
+    queue_runner second;
+    bq::pull_consumer<std::string> one;
+    bq::pull_consumer<std::string> two;
+
+    one_group_in_two_queues(const std::filesystem::path& directory, std::size_t partitions, std::size_t records)
+        : one(consumer_of(first, directory, partitions)), two(consumer_of(second, directory, partitions))
+    {
+        auto producer = first->producer<std::string>("events");
+        for (std::size_t number = 0; number < records; ++number) {
+            REQUIRE(producer.try_produce(record("p", number)));
+        }
+    }
+
+    static bq::pull_consumer<std::string> consumer_of(queue_runner& runner, const std::filesystem::path& directory,
+                                                      std::size_t partitions)
+    {
+        runner->add_topic(shared_topic(directory, partitions));
+        return runner->create_pull_consumer<std::string>(group("g"));
+    }
+
+    // Both consumers consume (and commit) what they are given, until `count` items came; the items.
+    std::vector<std::string> consume(std::size_t count)
+    {
+        std::vector<std::string> items;
+        run_until(
+            first.io,
+            [&] {
+                second.io.poll();
+                second.io.restart();
+                for (auto* consumer : {&one, &two}) {
+                    auto& runner = consumer == &one ? first : second;
+                    while (auto delivered = consumer->try_consume()) {
+                        items.insert(items.end(), delivered->begin(), delivered->end());
+                        REQUIRE_FALSE(bq::test::commit_now(*consumer, runner.io));
+                    }
+                }
+                return items.size() >= count;
+            },
+            10s);
+        return items;
+    }
+};
+
 TEST_CASE("process-shared topic: two queues consuming one group share the partitions and deliver each record once",
           "[mmap][process_shared]")
 {
     temporary_directory directory;
-    queue_runner first;
-    queue_runner second;
-    first->add_topic(shared_topic(directory.path(), 4));
-    second->add_topic(shared_topic(directory.path(), 4));
-    auto one = first->create_pull_consumer<std::string>(group("g"));
-    auto two = second->create_pull_consumer<std::string>(group("g"));
-    auto producer = first->producer<std::string>("events");
-    for (std::size_t number = 0; number < 400; ++number) {
-        REQUIRE(producer.try_produce(record("p", number)));
-    }
-    std::vector<std::string> items;
-    run_until(
-        first.io,
-        [&] {
-            second.io.poll();
-            second.io.restart();
-            for (auto* pair : {&one, &two}) {
-                auto& runner = pair == &one ? first : second;
-                while (auto delivered = pair->try_consume()) {
-                    items.insert(items.end(), delivered->begin(), delivered->end());
-                    REQUIRE_FALSE(bq::test::commit_now(*pair, runner.io));
-                }
-            }
-            return items.size() >= 400;
-        },
-        10s);
-    auto delivered = by_source(items)["p"];
+    one_group_in_two_queues queues(directory.path(), 4, 400);
+    auto delivered = by_source(queues.consume(400))["p"];
     std::sort(delivered.begin(), delivered.end());
     CHECK(delivered == numbers(0, 400));
 }
@@ -453,34 +470,11 @@ std::optional<std::uint64_t> committed_in(const bq::topic_stats& stats, const st
 TEST_CASE("process-shared topic: statistics show what other queues appended and committed", "[mmap][process_shared]")
 {
     temporary_directory directory;
-    queue_runner first;
-    queue_runner second;
-    first->add_topic(shared_topic(directory.path(), 2));
-    second->add_topic(shared_topic(directory.path(), 2));
-    auto one = first->create_pull_consumer<std::string>(group("g"));
-    auto two = second->create_pull_consumer<std::string>(group("g"));
-    auto producer = first->producer<std::string>("events");
-    for (std::size_t number = 0; number < 100; ++number) {
-        REQUIRE(producer.try_produce(record("p", number)));
-    }
+    one_group_in_two_queues queues(directory.path(), 2, 100);
     // Each queue consumes (and commits) what its consumer was given.
-    std::size_t consumed = 0;
-    run_until(
-        first.io,
-        [&] {
-            second.io.poll();
-            second.io.restart();
-            for (auto* pair : {&one, &two}) {
-                auto& runner = pair == &one ? first : second;
-                while (auto delivered = pair->try_consume()) {
-                    consumed += delivered->size();
-                    REQUIRE_FALSE(bq::test::commit_now(*pair, runner.io));
-                }
-            }
-            return consumed >= 100;
-        },
-        10s);
-    REQUIRE(consumed == 100);
+    REQUIRE(queues.consume(100).size() == 100);
+    queue_runner& first = queues.first;
+    queue_runner& second = queues.second;
     // A group only the second queue knows.
     auto audit = second->create_pull_consumer<std::string>(group("audit"));
     REQUIRE(consume_items(second, audit, 100).size() == 100);
