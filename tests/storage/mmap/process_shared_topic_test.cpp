@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <csignal>
 #include <cstddef>
 #include <filesystem>
@@ -27,6 +28,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -694,6 +696,78 @@ TEST_CASE("process-shared topic: under immediate, an msync covered every record 
     });
     CHECK(records == queues * per_queue);
     CHECK(uncovered == 0);
+}
+
+TEST_CASE("process-shared topic: a segment stays mapped while its queue's leader msyncs it, also when another "
+          "queue flushed that leader's record and its retention deleted the segment",
+          "[mmap][process_shared][retention]")
+{
+    // The file hooks hold the first queue's leader in its msync. Meanwhile the second queue takes
+    // the stale claim over, msyncs and publishes the first queue's record with its own, its
+    // consumer commits past both, and its retention deletes the segment - which the first queue's
+    // watcher then drops, while the held msync still has to run on it.
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::optional<std::thread::id> held_thread;
+    bool held = false;
+    bool released = false;
+    bq::detail::scoped_file_hooks hooks({.before_operation =
+                                             [&](bq::detail::file_operation operation, const std::string&) {
+                                                 std::unique_lock lock(mutex);
+                                                 if (operation == bq::detail::file_operation::msync &&
+                                                     held_thread == std::this_thread::get_id() && !held) {
+                                                     held = true;
+                                                     changed.notify_all();
+                                                     changed.wait(lock, [&] { return released; });
+                                                 }
+                                                 return 0;
+                                             },
+                                         .after_flush = {}});
+    temporary_directory directory;
+    auto options = retained_topic(directory.path());
+    options.flush = bq::flush_strategy::immediate;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(options);
+    second->add_topic(options);
+    auto consumer = second->create_pull_consumer<std::string>(group("g"));
+
+    bool first_acknowledged = false;
+    std::thread first_producing([&] {
+        {
+            const std::lock_guard lock(mutex);
+            held_thread = std::this_thread::get_id();
+        }
+        auto producer = first->producer<std::string>("events");
+        first_acknowledged = producer.try_produce(record("a", 0));
+    });
+    {
+        std::unique_lock lock(mutex);
+        REQUIRE(changed.wait_for(lock, 10s, [&] { return held; }));
+    }
+    // Enough records to fill several segments, in batches (one msync each).
+    auto producer = second->producer<std::string>("events");
+    for (std::size_t batch = 0; batch < 10; ++batch) {
+        std::vector<std::string> records;
+        for (std::size_t number = batch * 50; number < (batch + 1) * 50; ++number) {
+            records.push_back(record("b", number));
+        }
+        REQUIRE(producer.try_produce(std::span<const std::string>(records)));
+    }
+    const std::vector<std::string> items = consume_items(second, consumer, 501);
+    CHECK(by_source(items)["a"] == numbers(0, 1));
+    CHECK(by_source(items)["b"] == numbers(0, 500));
+    CHECK(segment_files(directory.path() / "events" / "partition-00000") == 1);
+    // The first queue's watcher dropped the deleted segments (its view of the log's start moved).
+    CHECK(run_until(
+        first.io, [&] { return first->stats<std::string>("events").partitions[0].earliest > 0; }, 5s));
+    {
+        const std::lock_guard lock(mutex);
+        released = true;
+        changed.notify_all();
+    }
+    first_producing.join();
+    CHECK(first_acknowledged);
 }
 
 }  // namespace
