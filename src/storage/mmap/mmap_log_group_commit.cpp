@@ -142,9 +142,10 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
             if (target == 0 || now - since >= max_shared_flush_wait) {
                 // Every record written so far in this segment goes out with this msync, also those
                 // other processes appended while the previous one ran.
-                const std::uint64_t written = slot.written_end_in(segment.index, files_.segment_size).value_or(0);
-                if (slot.claim_flush(target, std::max(flush_end, written))) {
-                    claimed_end = gather_other_processes(segment, std::max(flush_end, written));
+                const std::uint64_t end =
+                    std::max(flush_end, slot.written_end_in(segment.index, files_.segment_size).value_or(0));
+                if (slot.claim_flush(target, end)) {
+                    claimed_end = gather_other_processes(segment, end);
                     to = claimed_end - logical_offset(segment.index, 0, files_.segment_size);
                     break;
                 }

@@ -22,9 +22,7 @@ void mmap_log_writer::share(shared_log_link link, bool first, log_position retai
         // The recovered state is the log's: nobody else has the folder open, and the header (with
         // its lock) was made anew.
         shared_->lock.lock();
-        shared_->slot.store_retained_from(retained_from);
-        retained_items_.store(retained_from.items, std::memory_order_release);
-        retained_offset_.store(retained_from.offset, std::memory_order_release);
+        store_retained_from(retained_from);
         store_shared(tail_position_);
         shared_published_ = published_end();
         shared_->lock.unlock();
@@ -193,9 +191,7 @@ void mmap_log_writer::adopt(const shared_log_state& state)
             auto first = open_mmap_segment(files_, start_segment);
             first->first_item = start.items;
             retire(segments_.restart_at(std::move(first)));
-            tail_ = &segments_.last();
-            flushed_position_ = segment_header_size;
-            flushed_items_ = start.items;
+            tail_ = &segments_.last();  // map_segments_up_to goes on from here
         }
         map_segments_up_to(state.tail_segment, state.tail_first_item);
         tail_ = &segments_.last();

@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <mutex>
@@ -64,10 +65,10 @@ public:
         require_open();
         if (retained_from) {
             adopt_retained_from(*retained_from);
-        }
-        if (retained_from && !groups_.contains(group)) {
-            if (const auto stored = read_checkpoint(files_.group_checkpoint_path(escape_group_name(group)))) {
-                groups_.emplace(std::string(group), position_of(*stored));
+            if (!groups_.contains(group)) {
+                if (const auto stored = read_checkpoint(files_.group_checkpoint_path(escape_group_name(group)))) {
+                    groups_.emplace(std::string(group), position_of(*stored));
+                }
             }
         }
         const auto reopened =
@@ -168,8 +169,8 @@ public:
     /// written. The released files are deleted by `remove_released`, after the append lock is let
     /// go. Never throws (a failure counts in `maintenance_failures` and is retried at the next run).
     /// Thread-safe.
-    template <class Announce>
-    void retain_shared(log_position retained_from, std::uint64_t log_end, Announce announce) noexcept
+    void retain_shared(log_position retained_from, std::uint64_t log_end,
+                       const std::function<void(log_position)>& announce) noexcept
     {
         const std::lock_guard lock(mutex_);
         if (!keep_ || segments_.closed()) {
@@ -178,9 +179,7 @@ public:
         try {
             adopt_retained_from(retained_from);
             reload_groups();
-            apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_, false,
-                                  [&](log_position start) { announce(start); }},
-                                 *keep_, log_end);
+            apply_mmap_retention({files_, segments_, groups_, earliest_, deletions_, false, announce}, *keep_, log_end);
         } catch (...) {
             maintenance_failures_.fetch_add(1, std::memory_order_relaxed);
         }
