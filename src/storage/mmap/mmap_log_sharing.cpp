@@ -66,6 +66,38 @@ void mmap_log_writer::flush_shared_for_close() noexcept
     }
 }
 
+// The `batch` flush of a shared log: the msync of the tail's pending bytes runs with the shared
+// append lock let go, so the other processes append meanwhile (mutex_ stays held: nothing in this
+// process unmaps the segment). Taking the lock again adopts what they did; the flushed end moves only
+// if no other process's flush or rollover covered more meanwhile. A failed msync throws its
+// `io_error` with the lock taken again.
+void mmap_log_writer::flush_batch_shared(shared_hold& hold)
+{
+    unflushed_records_ = 0;
+    const std::uint64_t from = flushed_position_;
+    const std::uint64_t to = tail_position_;
+    if (to <= from) {
+        return;
+    }
+    const std::uint64_t items = items_;
+    const std::uint64_t segment_index = tail_->index;
+    mmap_segment_file& segment = *tail_;
+    hold.release();
+    try {
+        segment.region.flush(from, to - from);
+    } catch (...) {
+        hold.acquire();
+        throw;
+    }
+    hold.acquire();
+    if (tail_->index == segment_index) {
+        flushed_tail(to, items);
+    }
+    if (producer_hint_due()) {
+        write_producer_hint();
+    }
+}
+
 bool mmap_log_writer::refresh() noexcept
 {
     try {

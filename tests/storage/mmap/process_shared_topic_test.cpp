@@ -19,6 +19,7 @@
 #include <boost/asio/io_context.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -768,6 +769,77 @@ TEST_CASE("process-shared topic: a segment stays mapped while its queue's leader
     }
     first_producing.join();
     CHECK(first_acknowledged);
+}
+
+TEST_CASE("process-shared topic: under batch, a queue msyncs without the shared append lock, so another queue "
+          "appends meanwhile",
+          "[mmap][process_shared]")
+{
+    // The file hooks hold the first queue's batch flush in its msync; the second queue's produce
+    // must complete meanwhile (it waited for the whole msync while the lock was held across it).
+    std::mutex mutex;
+    std::condition_variable changed;
+    std::optional<std::thread::id> held_thread;
+    bool held = false;
+    bool released = false;
+    bq::detail::scoped_file_hooks hooks({.before_operation =
+                                             [&](bq::detail::file_operation operation, const std::string&) {
+                                                 std::unique_lock lock(mutex);
+                                                 if (operation == bq::detail::file_operation::msync &&
+                                                     held_thread == std::this_thread::get_id() && !held) {
+                                                     held = true;
+                                                     changed.notify_all();
+                                                     changed.wait(lock, [&] { return released; });
+                                                 }
+                                                 return 0;
+                                             },
+                                         .after_flush = {}});
+    temporary_directory directory;
+    auto options = shared_topic(directory.path());
+    options.segment_size = 64 * 1024;
+    options.flush_batch_size = 10;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(options);
+    second->add_topic(options);
+    const auto release = [&] {
+        const std::lock_guard lock(mutex);
+        released = true;
+        changed.notify_all();
+    };
+
+    std::size_t first_acknowledged = 0;
+    std::thread first_producing([&] {
+        {
+            const std::lock_guard lock(mutex);
+            held_thread = std::this_thread::get_id();
+        }
+        auto producer = first->producer<std::string>("events");
+        for (std::size_t number = 0; number < 10; ++number) {
+            first_acknowledged += producer.try_produce(record("a", number)) ? 1 : 0;
+        }
+    });
+    {
+        std::unique_lock lock(mutex);
+        REQUIRE(changed.wait_for(lock, 10s, [&] { return held; }));
+    }
+    // The tenth record's flush is held in its msync.
+    auto producer = second->producer<std::string>("events");
+    std::atomic<bool> second_acknowledged = false;
+    std::thread second_producing([&] { second_acknowledged = producer.try_produce(record("b", 0)); });
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (!second_acknowledged && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(1ms);
+    }
+    CHECK(second_acknowledged);
+    release();
+    second_producing.join();
+    first_producing.join();
+    CHECK(first_acknowledged == 10);
+    auto consumer = second->create_pull_consumer<std::string>(group("g"));
+    const std::vector<std::string> items = consume_items(second, consumer, 11);
+    CHECK(by_source(items)["a"] == numbers(0, 10));
+    CHECK(by_source(items)["b"] == numbers(0, 1));
 }
 
 }  // namespace

@@ -154,7 +154,11 @@ public:
                 write_record(lock, hold);
                 ++appended;
                 if (settings_.flush == flush_strategy::batch && unflushed_records_ >= settings_.flush_batch_size) {
-                    flush_locked(false);
+                    if (shared_) {
+                        flush_batch_shared(hold);
+                    } else {
+                        flush_locked(false);
+                    }
                 }
             }
         } catch (...) {
@@ -277,6 +281,7 @@ private:
     void unlock_shared() noexcept;
     void store_shared(std::uint64_t pending_end) noexcept;
     void notify_gathering_leader() const noexcept;
+    void flush_batch_shared(shared_hold& hold);
     void adopt(const shared_log_state& state);
     void adopt_retained_from(log_position start);
     void retire(std::vector<std::unique_ptr<mmap_segment_file>> released) noexcept;
