@@ -177,23 +177,37 @@ struct child_queue {
     bq::buffer_queue queue;
 };
 
-/// `processes` processes each produce `per_process` 64-byte records, one per try_produce, into one
-/// partition; items per second in total. `process_shared = false` (one process only): the folder is
-/// the process's own, as before issue 27.
-void shared_produce(benchmark::State& state, std::size_t processes, bq::flush_strategy flush, std::size_t per_process,
-                    bool process_shared)
+/// `processes` processes each produce `per_process` 64-byte records per thread, one per try_produce,
+/// from `threads` threads, into one partition; items per second in total. `process_shared = false`
+/// (one process only): the folder is the process's own, as before issue 27.
+void shared_produce(benchmark::State& state, std::size_t processes, std::size_t threads, bq::flush_strategy flush,
+                    std::size_t per_process, bool process_shared)
 {
     scratch_directory directory;
     std::shared_ptr<child_queue> opened;  // per child, made in setup
     worker_processes workers(processes, [&](std::size_t) -> worker_processes::round_function {
         opened = std::make_shared<child_queue>(directory.path(), flush, process_shared);
         auto producer = std::make_shared<bq::producer<record>>(opened->queue.producer<record>("records"));
-        return [producer, per_process](std::size_t index, std::uint64_t round) {
-            const auto first = static_cast<std::int64_t>((round * 16 + index) * per_process);
-            for (std::size_t item = 0; item < per_process; ++item) {
-                if (!producer->try_produce(make_record(first + static_cast<std::int64_t>(item)))) {
-                    throw std::runtime_error("refused");
+        return [producer, per_process, threads](std::size_t index, std::uint64_t round) {
+            std::atomic<bool> refused{false};
+            const auto produce = [&](std::size_t thread) {
+                const auto first = static_cast<std::int64_t>(((round * 16 + index) * threads + thread) * per_process);
+                for (std::size_t item = 0; item < per_process; ++item) {
+                    if (!producer->try_produce(make_record(first + static_cast<std::int64_t>(item)))) {
+                        refused.store(true);
+                    }
                 }
+            };
+            std::vector<std::thread> team;
+            for (std::size_t thread = 1; thread < threads; ++thread) {
+                team.emplace_back(produce, thread);
+            }
+            produce(0);
+            for (std::thread& each : team) {
+                each.join();
+            }
+            if (refused.load()) {
+                throw std::runtime_error("refused");
             }
         };
     });
@@ -205,7 +219,7 @@ void shared_produce(benchmark::State& state, std::size_t processes, bq::flush_st
         }
         state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
     }
-    bq::bench::set_items(state, processes * per_process);
+    bq::bench::set_items(state, processes * threads * per_process);
 }
 
 /// The floor of `immediate` from four processes on one partition: four 64-byte records copied into
@@ -316,22 +330,26 @@ void shared_wakeup(benchmark::State& state, bool cross_process)
 
 const bool registered = [] {
     constexpr std::size_t batch_records = 20000;
-    constexpr std::size_t immediate_records = 16;
+    constexpr std::size_t immediate_records = 64;
     auto configure = [](benchmark::internal::Benchmark* benchmark) {
         benchmark->Unit(benchmark::kMicrosecond)->UseManualTime();
     };
-    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/exclusive_process", shared_produce, 1,
+    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/exclusive_process", shared_produce, 1, 1,
                                            bq::flush_strategy::batch, 2 * batch_records, false));
-    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/processes:1", shared_produce, 1,
+    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/processes:1", shared_produce, 1, 1,
                                            bq::flush_strategy::batch, 2 * batch_records, true));
-    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/processes:2", shared_produce, 2,
+    configure(benchmark::RegisterBenchmark("shared/produce/batch_100/processes:2", shared_produce, 2, 1,
                                            bq::flush_strategy::batch, batch_records, true));
-    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:1", shared_produce, 1,
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:1", shared_produce, 1, 1,
                                            bq::flush_strategy::immediate, 4 * immediate_records, true));
-    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:2", shared_produce, 2,
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:2", shared_produce, 2, 1,
                                            bq::flush_strategy::immediate, 2 * immediate_records, true));
-    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:4", shared_produce, 4,
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/processes:4", shared_produce, 4, 1,
                                            bq::flush_strategy::immediate, immediate_records, true));
+    // The same four producers as threads of one process with the folder to itself: what group
+    // commit reaches within one process, beside the floor.
+    configure(benchmark::RegisterBenchmark("shared/produce/immediate/exclusive_process_threads:4", shared_produce, 1, 4,
+                                           bq::flush_strategy::immediate, immediate_records, false));
     benchmark::RegisterBenchmark("shared/floor/msync_per_4_records_64B", floor_msync_per_four_records)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
