@@ -2,7 +2,11 @@
 // one process, which hold the folder the same way) open one topic folder at once.
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
+#include "bufferqueue/detail/type_name.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/file_hooks.hpp"
+#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
@@ -840,6 +844,68 @@ TEST_CASE("process-shared topic: under batch, a queue msyncs without the shared 
     const std::vector<std::string> items = consume_items(second, consumer, 11);
     CHECK(by_source(items)["a"] == numbers(0, 10));
     CHECK(by_source(items)["b"] == numbers(0, 1));
+}
+
+TEST_CASE("process-shared topic: a record that a process SIGKILLed holding the append lock wrote whole but "
+          "never stored as appended is zeroed by the next holder, and never delivered",
+          "[mmap][process_shared][kill]")
+{
+    // The child takes partition 0's append lock as a writer does, writes a complete record (its
+    // checksum valid) at the tail, stores its pending end and dies before it stores the new tail.
+    // Nothing but the next holder's repair keeps that record from recovery, which would take it.
+    temporary_directory directory;
+    const auto options = shared_topic(directory.path());
+    const std::string topic_folder = (directory.path() / "events").string();
+    const signal_pipe start;
+    child_process killed([&] {
+        if (!start.receive()) {
+            return 1;
+        }
+        namespace detail = bq::detail;
+        const detail::shared_topic_header header(
+            "events", topic_folder,
+            {.partitions = 1,
+             .segment_size = options.segment_size,
+             .max_retained_consumed_segments = options.max_retained_consumed_segments,
+             .serializer_name = std::string(detail::type_name<string_bytes_serializer>())},
+            false);
+        auto lock = header.append_lock(0);
+        lock.lock();
+        detail::shared_log_slot slot = header.log_slot(0);
+        detail::shared_log_state state = slot.load();
+        const auto file =
+            detail::open_file(topic_folder + "/partition-00000/" + detail::segment_file_name(state.tail_segment),
+                              detail::open_mode::read_write);
+        const detail::mapped_region region = detail::map_file(file, options.segment_size);
+        const std::string payload = record("x", 0) + std::string(300, '.');
+        state.pending_end = state.tail_position + detail::record_size(payload.size());
+        slot.store(state);
+        detail::encode_record(region.bytes().subspan(state.tail_position),
+                              std::as_bytes(std::span(payload.data(), payload.size())));
+        ::raise(SIGKILL);
+        return 2;
+    });
+    {
+        queue_runner runner;
+        runner->add_topic(options);
+        auto producer = runner->producer<std::string>("events");
+        for (std::size_t number = 0; number < 3; ++number) {
+            REQUIRE(producer.try_produce(record("p", number)));
+        }
+        start.send();
+        CHECK(killed.wait() == 128 + SIGKILL);
+        // The queue closes here: its last flush takes the append lock and repairs.
+    }
+    const bq::inspect::partition_reader reader(directory.string(), "events", 0);
+    std::vector<std::size_t> stored;
+    reader.read_records(0, 10, [&](const bq::inspect::record_entry& entry) { stored.push_back(entry.item); });
+    CHECK(stored == std::vector<std::size_t>{0, 1, 2});
+    // Opened again (recovered as a folder nobody has open), it delivers the three records only.
+    queue_runner reopened;
+    reopened->add_topic(options);
+    auto consumer = reopened->create_pull_consumer<std::string>(group("g"));
+    CHECK(consume_items(reopened, consumer, 4, 1s) ==
+          std::vector<std::string>{record("p", 0), record("p", 1), record("p", 2)});
 }
 
 }  // namespace
