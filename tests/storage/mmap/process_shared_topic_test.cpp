@@ -67,6 +67,59 @@ bq::mmap_topic_options<std::string> shared_topic(const std::filesystem::path& di
             .process_shared = true};
 }
 
+// Holds the first msync of the thread that called hold_this_thread() in the file hooks (installed
+// while it lives) until release(); the destructor releases it too.
+class first_msync_holder {
+public:
+    first_msync_holder()
+        : hooks_({.before_operation =
+                      [this](bq::detail::file_operation operation, const std::string&) {
+                          std::unique_lock lock(mutex_);
+                          if (operation == bq::detail::file_operation::msync &&
+                              held_thread_ == std::this_thread::get_id() && !held_) {
+                              held_ = true;
+                              changed_.notify_all();
+                              changed_.wait(lock, [&] { return released_; });
+                          }
+                          return 0;
+                      },
+                  .after_flush = {}})
+    {
+    }
+
+    first_msync_holder(const first_msync_holder&) = delete;
+    first_msync_holder& operator=(const first_msync_holder&) = delete;
+    ~first_msync_holder() { release(); }
+
+    void hold_this_thread()
+    {
+        const std::lock_guard lock(mutex_);
+        held_thread_ = std::this_thread::get_id();
+    }
+
+    // True once that thread's msync is held, false after `limit`.
+    bool wait_held(std::chrono::seconds limit)
+    {
+        std::unique_lock lock(mutex_);
+        return changed_.wait_for(lock, limit, [&] { return held_; });
+    }
+
+    void release()
+    {
+        const std::lock_guard lock(mutex_);
+        released_ = true;
+        changed_.notify_all();
+    }
+
+private:
+    std::mutex mutex_;
+    std::condition_variable changed_;
+    std::optional<std::thread::id> held_thread_;  // guarded by mutex_, as the flags
+    bool held_ = false;
+    bool released_ = false;
+    bq::detail::scoped_file_hooks hooks_;  // declared last: removed first
+};
+
 bq::pull_consumer_options group(const std::string& name)
 {
     return {.topic = "events", .group = name, .auto_commit = false, .batch_size = 64};
@@ -711,23 +764,7 @@ TEST_CASE("process-shared topic: a segment stays mapped while its queue's leader
     // the stale claim over, msyncs and publishes the first queue's record with its own, its
     // consumer commits past both, and its retention deletes the segment - which the first queue's
     // watcher then drops, while the held msync still has to run on it.
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::optional<std::thread::id> held_thread;
-    bool held = false;
-    bool released = false;
-    bq::detail::scoped_file_hooks hooks({.before_operation =
-                                             [&](bq::detail::file_operation operation, const std::string&) {
-                                                 std::unique_lock lock(mutex);
-                                                 if (operation == bq::detail::file_operation::msync &&
-                                                     held_thread == std::this_thread::get_id() && !held) {
-                                                     held = true;
-                                                     changed.notify_all();
-                                                     changed.wait(lock, [&] { return released; });
-                                                 }
-                                                 return 0;
-                                             },
-                                         .after_flush = {}});
+    first_msync_holder holder;
     temporary_directory directory;
     auto options = retained_topic(directory.path());
     options.flush = bq::flush_strategy::immediate;
@@ -739,17 +776,11 @@ TEST_CASE("process-shared topic: a segment stays mapped while its queue's leader
 
     bool first_acknowledged = false;
     std::thread first_producing([&] {
-        {
-            const std::lock_guard lock(mutex);
-            held_thread = std::this_thread::get_id();
-        }
+        holder.hold_this_thread();
         auto producer = first->producer<std::string>("events");
         first_acknowledged = producer.try_produce(record("a", 0));
     });
-    {
-        std::unique_lock lock(mutex);
-        REQUIRE(changed.wait_for(lock, 10s, [&] { return held; }));
-    }
+    REQUIRE(holder.wait_held(10s));
     // Enough records to fill several segments, in batches (one msync each).
     auto producer = second->producer<std::string>("events");
     for (std::size_t batch = 0; batch < 10; ++batch) {
@@ -766,11 +797,7 @@ TEST_CASE("process-shared topic: a segment stays mapped while its queue's leader
     // The first queue's watcher dropped the deleted segments (its view of the log's start moved).
     CHECK(run_until(
         first.io, [&] { return first->stats<std::string>("events").partitions[0].earliest > 0; }, 5s));
-    {
-        const std::lock_guard lock(mutex);
-        released = true;
-        changed.notify_all();
-    }
+    holder.release();
     first_producing.join();
     CHECK(first_acknowledged);
 }
@@ -781,23 +808,7 @@ TEST_CASE("process-shared topic: under batch, a queue msyncs without the shared 
 {
     // The file hooks hold the first queue's batch flush in its msync; the second queue's produce
     // must complete meanwhile (it waited for the whole msync while the lock was held across it).
-    std::mutex mutex;
-    std::condition_variable changed;
-    std::optional<std::thread::id> held_thread;
-    bool held = false;
-    bool released = false;
-    bq::detail::scoped_file_hooks hooks({.before_operation =
-                                             [&](bq::detail::file_operation operation, const std::string&) {
-                                                 std::unique_lock lock(mutex);
-                                                 if (operation == bq::detail::file_operation::msync &&
-                                                     held_thread == std::this_thread::get_id() && !held) {
-                                                     held = true;
-                                                     changed.notify_all();
-                                                     changed.wait(lock, [&] { return released; });
-                                                 }
-                                                 return 0;
-                                             },
-                                         .after_flush = {}});
+    first_msync_holder holder;
     temporary_directory directory;
     auto options = shared_topic(directory.path());
     options.segment_size = 64 * 1024;
@@ -806,27 +817,16 @@ TEST_CASE("process-shared topic: under batch, a queue msyncs without the shared 
     queue_runner second;
     first->add_topic(options);
     second->add_topic(options);
-    const auto release = [&] {
-        const std::lock_guard lock(mutex);
-        released = true;
-        changed.notify_all();
-    };
 
     std::size_t first_acknowledged = 0;
     std::thread first_producing([&] {
-        {
-            const std::lock_guard lock(mutex);
-            held_thread = std::this_thread::get_id();
-        }
+        holder.hold_this_thread();
         auto producer = first->producer<std::string>("events");
         for (std::size_t number = 0; number < 10; ++number) {
             first_acknowledged += producer.try_produce(record("a", number)) ? 1 : 0;
         }
     });
-    {
-        std::unique_lock lock(mutex);
-        REQUIRE(changed.wait_for(lock, 10s, [&] { return held; }));
-    }
+    REQUIRE(holder.wait_held(10s));
     // The tenth record's flush is held in its msync.
     auto producer = second->producer<std::string>("events");
     std::atomic<bool> second_acknowledged = false;
@@ -836,7 +836,7 @@ TEST_CASE("process-shared topic: under batch, a queue msyncs without the shared 
         std::this_thread::sleep_for(1ms);
     }
     CHECK(second_acknowledged);
-    release();
+    holder.release();
     second_producing.join();
     first_producing.join();
     CHECK(first_acknowledged == 10);
