@@ -100,16 +100,49 @@ private:
     bufferqueue::test::temporary_directory directory_;
 };
 
+/// Process-shared persistent (mmap) topics (`process_shared = true`), as mmap_backend otherwise: the
+/// shared append lock, the shared header's log state, the watcher's wake-ups and the group leases
+/// run, with every queue of the case in this process. Group membership goes through the lease files:
+/// a consumer starts with no partitions and gets its share once it leased them, and the group's
+/// consumers share them again after each join or leave (not `immediate`; `rebalances`).
+struct mmap_shared_backend {
+    static constexpr std::string_view name = "mmap (process-shared)";
+    static constexpr bool persistent = true;
+    static constexpr bool bounded = false;
+    static constexpr bool immediate = false;
+    static constexpr bool rebalances = true;
+
+    mmap_shared_backend() : directory_("bufferqueue-conformance", bufferqueue::test::memory_backed_temporary_path()) {}
+
+    template <class T>
+    void add_topic(bufferqueue::buffer_queue& queue, const conformance_topic<T>& spec) const
+    {
+        if (spec.bounded_capacity) {
+            throw std::invalid_argument("the mmap conformance fixture cannot bound topic '" + spec.name + "'");
+        }
+        queue.add_topic(bufferqueue::mmap_topic_options<T>{.name = spec.name,
+                                                           .partitions = spec.partitions,
+                                                           .data_directory = directory_.path(),
+                                                           .segment_size = mmap_backend::segment_size,
+                                                           .partition_key = spec.partition_key,
+                                                           .process_shared = true});
+    }
+
+private:
+    bufferqueue::test::temporary_directory directory_;
+};
+
 /// Every backend the conformance suite runs over. Add a backend's fixture here (e.g. the test backend
 /// of tests/storage/test_backend/); the filtered lists below follow.
-using conformance_backends = std::tuple<memory_backend, mmap_backend, bufferqueue_test_backend::test_backend_fixture,
-                                        bufferqueue_test_backend::test_backend_acknowledging_fixture,
-                                        bufferqueue_test_backend::test_backend_outside_fixture
+using conformance_backends =
+    std::tuple<memory_backend, mmap_backend, mmap_shared_backend, bufferqueue_test_backend::test_backend_fixture,
+               bufferqueue_test_backend::test_backend_acknowledging_fixture,
+               bufferqueue_test_backend::test_backend_outside_fixture
 #if defined(BUFFERQUEUE_TEST_CONFORMANCE_KAFKA)
-                                        ,
-                                        kafka_backend
+               ,
+               kafka_backend
 #endif
-                                        >;
+               >;
 
 namespace conformance_detail {
 
