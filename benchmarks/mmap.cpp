@@ -119,6 +119,35 @@ void mmap_produce_concurrent(benchmark::State& state, std::size_t threads)
     bq::bench::set_items(state, threads * per_thread);
 }
 
+/// Opening (recovering) an existing topic of `partitions` partitions of the default segment size
+/// (256 MiB), 1,000 records each: a new buffer_queue's add_topic, then its close. What every
+/// restart of a service pays before it produces or consumes.
+void mmap_open(benchmark::State& state, std::size_t partitions)
+{
+    scratch_directory directory;
+    const auto options = [&] {
+        return bq::mmap_topic_options<record>{.name = "records",
+                                              .partitions = partitions,
+                                              .data_directory = directory.path(),
+                                              .flush = bq::flush_strategy::batch,
+                                              .serializer = bq::raw_serializer<record>{}};
+    };
+    {
+        boost::asio::io_context io;
+        bq::buffer_queue queue(io.get_executor());
+        queue.add_topic(options());
+        bq::producer<record> producer = queue.producer<record>("records");
+        for (std::int64_t id = 0; id < static_cast<std::int64_t>(1000 * partitions); ++id) {
+            producer.try_produce(make_record(id));
+        }
+    }
+    for (auto _ : state) {
+        boost::asio::io_context io;
+        bq::buffer_queue queue(io.get_executor());
+        queue.add_topic(options());
+    }
+}
+
 /// Durable produce of 1,000 records per call (`immediate`: one msync per call, returning once durable).
 void mmap_produce_span(benchmark::State& state)
 {
@@ -343,6 +372,7 @@ const bool registered = [] {
             ->UseManualTime();
     }
     configure(benchmark::RegisterBenchmark("mmap/produce/immediate_span_1000", mmap_produce_span));
+    configure(benchmark::RegisterBenchmark("mmap/open/partitions:4", mmap_open, 4));
 #if BUFFERQUEUE_BENCH_SQLITE
     configure(benchmark::RegisterBenchmark("mmap/peer/sqlite_wal_full/per_record", sqlite_insert, 1));
     configure(benchmark::RegisterBenchmark("mmap/peer/sqlite_wal_full/per_1000", sqlite_insert, 1000));

@@ -110,6 +110,38 @@ std::uint64_t file_size(const unique_fd& file)
     return static_cast<std::uint64_t>(status.st_size);
 }
 
+std::optional<std::uint64_t> data_end(const unique_fd& file, std::uint64_t from)
+{
+    // Walks the data regions after `from` (there are few: the blocks a writer used) to the last one.
+    std::uint64_t end = from;
+    for (std::uint64_t position = from;;) {
+        off_t data = -1;
+        int failure = run_checked(file_operation::seek_data, file.path(), [&] {
+            data = ::lseek(file.get(), static_cast<off_t>(position), SEEK_DATA);
+            return data < 0 ? -1 : 0;
+        });
+        if (failure == ENXIO) {
+            return end;  // no data at or after `position`
+        }
+        off_t hole = -1;
+        if (failure == 0) {
+            failure = run_checked(file_operation::seek_data, file.path(), [&] {
+                hole = ::lseek(file.get(), data, SEEK_HOLE);
+                return hole < 0 ? -1 : 0;
+            });
+        }
+        if (failure == EINVAL || failure == EOPNOTSUPP || failure == ENOTSUP) {
+            return std::nullopt;  // no SEEK_DATA here
+        }
+        if (failure != 0) {
+            throw_io_error(fmt::format("cannot find where the data of {} ends after byte {}", file.path(), from),
+                           failure);
+        }
+        end = static_cast<std::uint64_t>(hole);
+        position = end;
+    }
+}
+
 void truncate_file(const unique_fd& file, std::uint64_t length)
 {
     const int failure = run_checked(file_operation::truncate, file.path(),

@@ -97,6 +97,7 @@ std::string_view operation_name(file_operation operation) noexcept
     case file_operation::make_directory: return "make_directory";
     case file_operation::list_directory: return "list_directory";
     case file_operation::lock: return "lock";
+    case file_operation::seek_data: return "seek_data";
     }
     return "unknown";
 }

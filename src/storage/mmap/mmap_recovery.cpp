@@ -75,6 +75,34 @@ record_counts verify_vouched_range(const mmap_partition_files& files, const mmap
 
 // Walks valid records forward from `from` (the end of what is known flushed) to the end of the log,
 // adds them to `counts` and fills in the tail of `state` and the repairs it needs.
+// One past the last nonzero byte of `bytes` at or after `from`, or `from` when they are all zero;
+// compares 8 bytes at a time where it can.
+std::uint64_t last_nonzero_end(std::span<const std::byte> bytes, std::uint64_t from) noexcept
+{
+    std::uint64_t end = bytes.size();
+    while (end > from && end % 8 != 0) {
+        if (bytes[end - 1] != std::byte{0}) {
+            return end;
+        }
+        --end;
+    }
+    while (end >= from + 8) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes.data() + end - 8, sizeof word);
+        if (word != 0) {
+            break;
+        }
+        end -= 8;
+    }
+    while (end > from) {
+        if (bytes[end - 1] != std::byte{0}) {
+            return end;
+        }
+        --end;
+    }
+    return from;
+}
+
 void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state, std::uint64_t from,
                  record_counts& counts)
 {
@@ -106,16 +134,14 @@ void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state,
         state.tail.tail_position = scanned.end_position;
         state.tail.tail_ended = scanned.reason == scan_stop::segment_end_marker;
         // Whatever follows is zeroed by step 2, so stale bytes can never line up with a later record.
+        // Only as far as the file holds data: past it the file reads as zeros (most of a segment
+        // is reserved blocks never written), and reading it would fault in every page.
         const std::uint64_t cut_from = state.tail.tail_position + (state.tail.tail_ended ? record_header_size : 0);
-        std::uint64_t last_nonzero = cut_from;
-        for (std::uint64_t i = bytes.size(); i > cut_from; --i) {
-            if (bytes[i - 1] != std::byte{0}) {
-                last_nonzero = i;
-                break;
-            }
-        }
+        const std::uint64_t scan_from = std::min<std::uint64_t>(cut_from, bytes.size());
+        const std::uint64_t data_ends =
+            std::min<std::uint64_t>(bytes.size(), data_end(segment.file, scan_from).value_or(bytes.size()));
         state.cut_from = cut_from;
-        state.cut_to = last_nonzero;
+        state.cut_to = std::max(cut_from, last_nonzero_end(bytes.first(std::max(data_ends, scan_from)), scan_from));
         return;
     }
 }

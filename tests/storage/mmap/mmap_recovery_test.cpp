@@ -8,6 +8,8 @@
 
 #include <boost/asio/io_context.hpp>
 
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -273,6 +275,59 @@ std::vector<std::string> read_uncommitted(open_topic& topic, const std::string& 
 }
 
 // ---- torn tails ---------------------------------------------------------------------------------
+
+// The pages of `path` in the page cache (mincore over a mapping that touches none of them).
+std::size_t resident_pages(const std::string& path)
+{
+    const int file = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+    REQUIRE(file >= 0);
+    const auto size = static_cast<std::size_t>(::lseek(file, 0, SEEK_END));
+    void* mapping = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, file, 0);
+    ::close(file);
+    REQUIRE(mapping != MAP_FAILED);
+    const auto page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    std::vector<unsigned char> pages((size + page - 1) / page);
+    REQUIRE(::mincore(mapping, size, pages.data()) == 0);
+    ::munmap(mapping, size);
+    return static_cast<std::size_t>(
+        std::count_if(pages.begin(), pages.end(), [](unsigned char bits) { return (bits & 1) != 0; }));
+}
+
+TEST_CASE("mmap recovery reads a segment only as far as its data goes, not the blocks reserved past it",
+          "[mmap][recovery]")
+{
+    // Opening a topic looked for stale bytes after the tail by reading the tail segment to its end:
+    // every page of a 256 MiB default segment, per partition, at every start. Past the last block
+    // the file system holds data for, the file reads as zeros without being read.
+    temporary_directory directory;
+    constexpr std::uint64_t segment_size = 64ULL * 1024 * 1024;
+    {
+        open_topic first(string_topic(directory.path(), segment_size));
+        first.produce({"a", "b", "c"});
+    }
+    const std::string segment = segment_path(directory.path() / "events" / "partition-00000", 0).string();
+    {
+        const int file = ::open(segment.c_str(), O_RDONLY | O_CLOEXEC);
+        REQUIRE(file >= 0);
+        const off_t hole = ::lseek(file, 0, SEEK_HOLE);
+        ::posix_fadvise(file, 0, 0, POSIX_FADV_DONTNEED);  // clean pages: dropped from the cache
+        ::close(file);
+        const std::size_t total = segment_size / static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+        if (hole < 0 || static_cast<std::uint64_t>(hole) >= segment_size || resident_pages(segment) > total / 64) {
+            WARN("the temporary folder's file system reports no hole past the reserved blocks, or keeps the file "
+                 "in memory (tmpfs): nothing to measure there");
+            return;
+        }
+    }
+    {
+        open_topic reopened(string_topic(directory.path(), segment_size));
+        CHECK(reopened.drain("g") == std::vector<std::string>{"a", "b", "c"});
+    }
+    const std::size_t total = segment_size / static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+    // What was read, plus the kernel's readahead around it (8 MiB on this machine's disk), not all.
+    INFO(resident_pages(segment) << " of " << total << " pages in the page cache");
+    CHECK(resident_pages(segment) < total / 2);
+}
 
 TEST_CASE("mmap recovery: a cut after any byte of the last record keeps exactly the complete records",
           "[mmap][recovery]")

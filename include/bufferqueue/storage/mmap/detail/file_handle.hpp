@@ -74,6 +74,13 @@ std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode);
 /// The size of the open file in bytes (fstat). Throws `error(errc::io_error)` naming the path.
 std::uint64_t file_size(const unique_fd& file);
 
+/// Where the data of the file ends, looking from byte `from` on: every byte from the returned
+/// offset to the file's end lies in a hole as the file system reports them (lseek SEEK_DATA /
+/// SEEK_HOLE), never written or reserved but never written, and reads as zero. The file's size
+/// when data reaches it; `std::nullopt` when the file system cannot tell (the caller reads the
+/// bytes). Throws `error(errc::io_error)` naming the path for other failures. Thread-safe.
+std::optional<std::uint64_t> data_end(const unique_fd& file, std::uint64_t from);
+
 /// Sets the size of the file to `length` bytes (ftruncate): extends with zero bytes (sparse,
 /// nothing reserved on disk) or cuts it. Throws `error(errc::io_error)` naming the path.
 void truncate_file(const unique_fd& file, std::uint64_t length);

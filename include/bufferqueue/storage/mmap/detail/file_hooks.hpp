@@ -30,6 +30,7 @@ enum class file_operation {
     make_directory,   ///< mkdir(2)
     list_directory,   ///< opendir(3)/readdir(3)
     lock,             ///< flock(2)
+    seek_data,        ///< lseek(2) with SEEK_DATA / SEEK_HOLE (`data_end`)
 };
 
 /// The lowercase name of `operation` ("fsync", "msync", ...). Thread-safe; never allocates.
