@@ -1,6 +1,7 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/mmap/detail/file_hooks.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -327,6 +329,57 @@ TEST_CASE("mmap recovery reads a segment only as far as its data goes, not the b
     // What was read, plus the kernel's readahead around it (8 MiB on this machine's disk), not all.
     INFO(resident_pages(segment) << " of " << total << " pages in the page cache");
     CHECK(resident_pages(segment) < total / 2);
+}
+
+TEST_CASE("mmap recovery zeroes stale bytes past never-written blocks, reads the whole segment where the file "
+          "system cannot tell holes, and names the segment when it cannot look",
+          "[mmap][recovery]")
+{
+    temporary_directory directory;
+    constexpr std::uint64_t segment_size = 16ULL * 1024 * 1024;
+    constexpr std::uint64_t stale_at = 12ULL * 1024 * 1024;
+    {
+        open_topic topic(string_topic(directory.path(), segment_size));
+        topic.produce({"AAAAAAAA"});
+    }
+    const fs::path log = segment_path(partition_path(directory.path()), 0);
+    {
+        // One stale byte far past the tail, with blocks never written (holes) between them.
+        const int file = ::open(log.c_str(), O_WRONLY | O_CLOEXEC);
+        REQUIRE(file >= 0);
+        const unsigned char stale = 0x5A;
+        CHECK(::pwrite(file, &stale, 1, static_cast<off_t>(stale_at)) == 1);
+        ::close(file);
+    }
+    int injected = 0;  // the errno the hook gives lseek(SEEK_DATA / SEEK_HOLE)
+    bq::detail::scoped_file_hooks hooks({.before_operation =
+                                             [&](bq::detail::file_operation operation, const std::string&) {
+                                                 return operation == bq::detail::file_operation::seek_data ? injected
+                                                                                                           : 0;
+                                             },
+                                         .after_flush = {}});
+    SECTION("the file system tells where the data is")
+    {
+    }
+    SECTION("the file system cannot tell holes: the segment is read to its end")
+    {
+        injected = EINVAL;
+    }
+    SECTION("looking fails: the open fails with io_error naming the segment")
+    {
+        injected = EIO;
+        const auto failure =
+            bq::test::error_from([&] { open_topic topic(string_topic(directory.path(), segment_size)); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(bq::test::missing_from(failure->what(), {log.string(), "where the data"}) == "");
+        return;
+    }
+    {
+        open_topic topic(string_topic(directory.path(), segment_size));
+        CHECK(topic.drain("g") == std::vector<std::string>{"AAAAAAAA"});
+    }
+    CHECK(file_bytes(log).at(stale_at) == 0);
 }
 
 TEST_CASE("mmap recovery: a cut after any byte of the last record keeps exactly the complete records",
