@@ -95,13 +95,14 @@ int produce(const std::filesystem::path& directory, int producer, int count)
 int consume(const std::filesystem::path& directory, int consumer_number)
 {
     asio::io_context io;
+    // Before the queue: a SIGTERM while it opens, or another while it closes, is caught too.
+    asio::signal_set stop(io, SIGTERM);
     bq::buffer_queue queue{io.get_executor()};
     queue.add_topic(jobs_topic(directory));
     // The group's partitions are shared among its consumers in every process. Each batch is
     // committed once handled (a batch left uncommitted is delivered again, at least once).
     bq::pull_consumer<job> consumer =
         queue.create_pull_consumer<job>({.topic = "jobs", .group = "workers", .batch_size = 50});
-    asio::signal_set stop(io, SIGTERM);
     stop.async_wait([&](boost::system::error_code, int) { consumer.close(); });  // ends the pending consume()
 
     std::size_t received = 0;
@@ -163,6 +164,7 @@ int consume(const std::filesystem::path& directory, int consumer_number)
     }
     std::printf("consumer %d: got %zu jobs from partitions %s, %s\n", consumer_number, received,
                 from.empty() ? "(none)" : from.c_str(), in_order ? "each producer's in order" : "OUT OF ORDER");
+    std::fflush(stdout);  // the coordinator reads it from a pipe
     return in_order ? 0 : 1;
 }
 
