@@ -9,6 +9,7 @@
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_verifier.hpp"
 #include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
@@ -21,6 +22,9 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include <algorithm>
 #include <atomic>
@@ -906,6 +910,142 @@ TEST_CASE("process-shared topic: a record that a process SIGKILLed holding the a
     auto consumer = reopened->create_pull_consumer<std::string>(group("g"));
     CHECK(consume_items(reopened, consumer, 4, 1s) ==
           std::vector<std::string>{record("p", 0), record("p", 1), record("p", 2)});
+}
+
+TEST_CASE("process-shared topic: push consumers of one group in two queues, the second joining while the first "
+          "works, handle what a third queue produces, each committed record once",
+          "[mmap][process_shared][push]")
+{
+    temporary_directory directory;
+    queue_runner producing;
+    queue_runner first;
+    queue_runner second;
+    producing->add_topic(shared_topic(directory.path(), 4));
+    first->add_topic(shared_topic(directory.path(), 4));
+    second->add_topic(shared_topic(directory.path(), 4));
+    std::mutex mutex;
+    std::vector<std::string> handled;  // committed by some handler; guarded by mutex
+    const auto handled_count = [&] {
+        const std::lock_guard lock(mutex);
+        return handled.size();
+    };
+    const auto add_pushers = [&](queue_runner& runner) {
+        // Manual commit after the work, as a service would: a commit the re-share refuses
+        // (partition_revoked) fails the handler, and the batch goes to the partition's new owner.
+        runner->add_push_consumer(
+            bq::push_subscription{.topic = "events", .group = "pushers", .batch_size = 16, .concurrency = 2},
+            [&](bq::batch<std::string> items, bq::committer& committer) -> boost::asio::awaitable<void> {
+                std::vector<std::string> got(items.begin(), items.end());
+                co_await committer.commit();
+                const std::lock_guard lock(mutex);
+                handled.insert(handled.end(), got.begin(), got.end());
+            });
+        runner->start();
+    };
+    add_pushers(first);
+    auto producer = producing->producer<std::string>("events");
+    for (std::size_t number = 0; number < 400; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    REQUIRE(run_until(
+        first.io, [&] { return handled_count() >= 64; }, 10s));
+    add_pushers(second);
+    // The statistics of the producing queue, which never consumed, show the group's commits.
+    const auto lag = [&] {
+        for (const bq::group_stats& group : producing->stats<std::string>("events").groups) {
+            if (group.name == "pushers") {
+                return group.lag;
+            }
+        }
+        return std::uint64_t{400};
+    };
+    // A handler records its batch after the commit completed: the lag may reach 0 just before.
+    const auto done = [&] { return handled_count() >= 400 && lag() == 0; };
+    std::thread second_running([&] { run_until(second.io, done, 20s); });
+    CHECK(run_until(first.io, done, 20s));
+    second_running.join();
+    const std::lock_guard lock(mutex);
+    std::vector<std::size_t> numbers_handled = by_source(handled)["p"];
+    std::sort(numbers_handled.begin(), numbers_handled.end());
+    CHECK(numbers_handled == numbers(0, 400));
+}
+
+TEST_CASE("process-shared topic: a push consumer whose batch's partition moved to another queue while its handler "
+          "ran lets the batch go to the new owner instead of retrying it in place",
+          "[mmap][process_shared][push]")
+{
+    // Two partitions, one push loop per queue. The first queue's loop owns both until the second
+    // joins; its handler holds its first batch of partition 1 until the second queue's loop joined
+    // and the partition was revoked, then commits - which fails with partition_revoked. Retried in
+    // place, that batch failed for ever and the loop never pulled again: neither partition moved on.
+    temporary_directory directory;
+    queue_runner producing;
+    queue_runner first;
+    queue_runner second;
+    for (queue_runner* runner : {&producing, &first, &second}) {
+        (*runner)->add_topic(shared_topic(directory.path(), 2));
+    }
+    std::mutex mutex;
+    std::vector<std::string> handled;  // committed; guarded by mutex
+    std::atomic<bool> holding = false;
+    std::atomic<bool> held_once = false;
+    std::optional<std::chrono::steady_clock::time_point> second_joined;  // guarded by mutex
+    std::atomic<std::size_t> revoked_commits = 0;
+    const auto handler = [&](bool hold_first_batch_of_partition_1) {
+        return [&, hold_first_batch_of_partition_1](bq::batch<std::string> items,
+                                                    bq::committer& committer) -> boost::asio::awaitable<void> {
+            if (hold_first_batch_of_partition_1 && items.partition() == 1 && !held_once.exchange(true)) {
+                holding = true;
+                boost::asio::steady_timer wait(co_await boost::asio::this_coro::executor);
+                for (;;) {
+                    {
+                        const std::lock_guard lock(mutex);
+                        if (second_joined && std::chrono::steady_clock::now() - *second_joined > 1s) {
+                            break;  // long enough for the leases to move partition 1 (a 200 ms period)
+                        }
+                    }
+                    wait.expires_after(10ms);
+                    co_await wait.async_wait(boost::asio::use_awaitable);
+                }
+            }
+            std::vector<std::string> got(items.begin(), items.end());
+            try {
+                co_await committer.commit();
+            } catch (const boost::system::system_error& failure) {
+                revoked_commits += failure.code() == errc::partition_revoked ? 1 : 0;
+                throw;
+            }
+            const std::lock_guard lock(mutex);
+            handled.insert(handled.end(), got.begin(), got.end());
+        };
+    };
+    const bq::push_subscription subscription{.topic = "events", .group = "pushers", .batch_size = 8};
+    first->add_push_consumer(subscription, handler(true));
+    first->start();
+    auto producer = producing->producer<std::string>("events");
+    for (std::size_t number = 0; number < 100; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    REQUIRE(run_until(
+        first.io, [&] { return holding.load(); }, 10s));
+    second->add_push_consumer(subscription, handler(false));
+    second->start();
+    {
+        const std::lock_guard lock(mutex);
+        second_joined = std::chrono::steady_clock::now();
+    }
+    const auto done = [&] {
+        const std::lock_guard lock(mutex);
+        return handled.size() >= 100;
+    };
+    std::thread second_running([&] { run_until(second.io, done, 20s); });
+    CHECK(run_until(first.io, done, 20s));
+    second_running.join();
+    CHECK(revoked_commits >= 1);  // the held batch's commit was refused: the case this is about
+    const std::lock_guard lock(mutex);
+    std::vector<std::size_t> numbers_handled = by_source(handled)["p"];
+    std::sort(numbers_handled.begin(), numbers_handled.end());
+    CHECK(numbers_handled == numbers(0, 100));
 }
 
 }  // namespace

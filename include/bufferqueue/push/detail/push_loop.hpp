@@ -25,6 +25,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -223,7 +224,10 @@ private:
                         failure = std::current_exception();
                     }
                 }
-                if (!failure) {
+                if (!failure || !loop.owns(delivered.partition())) {
+                    // Succeeded; or the batch's partition was revoked (a rebalance gave it to another
+                    // consumer, which gets the batch again from the group's last commit): retried
+                    // here it could never be committed, and the loop would never let go of it.
                     break;
                 }
                 ++failed_attempts;
@@ -247,6 +251,18 @@ private:
             if (end_loop) {
                 break;
             }
+        }
+    }
+
+    // Whether this loop's consumer still owns `partition` (a rebalance may have revoked it). True when
+    // that cannot be told (out of memory): the batch is then retried as before.
+    bool owns(std::size_t partition) const noexcept
+    {
+        try {
+            const std::vector<std::size_t> owned = consumer_.partitions();
+            return std::find(owned.begin(), owned.end(), partition) != owned.end();
+        } catch (...) {
+            return true;
         }
     }
 
