@@ -70,10 +70,10 @@ struct memory_backend {
 };
 
 /// Persistent (mmap) topics in a temporary data folder of their own (on a tmpfs when there is one, so
-/// flushes cost little), removed with the fixture. Persistent, not bounded: mmap topics have no
-/// bounded_capacity.
-struct mmap_backend {
-    static constexpr std::string_view name = "mmap";
+/// flushes cost little), removed with the fixture; `ProcessShared` sets `process_shared`. Persistent,
+/// not bounded: mmap topics have no bounded_capacity.
+template <bool ProcessShared>
+struct basic_mmap_backend {
     static constexpr bool persistent = true;
     static constexpr bool bounded = false;
 
@@ -81,7 +81,7 @@ struct mmap_backend {
     /// writes (ints and short strings, JSON-encoded).
     static constexpr std::uint64_t segment_size = 64 * 1024;
 
-    mmap_backend() : directory_("bufferqueue-conformance", bufferqueue::test::memory_backed_temporary_path()) {}
+    basic_mmap_backend() : directory_("bufferqueue-conformance", bufferqueue::test::memory_backed_temporary_path()) {}
 
     template <class T>
     void add_topic(bufferqueue::buffer_queue& queue, const conformance_topic<T>& spec) const
@@ -93,43 +93,28 @@ struct mmap_backend {
                                                            .partitions = spec.partitions,
                                                            .data_directory = directory_.path(),
                                                            .segment_size = segment_size,
-                                                           .partition_key = spec.partition_key});
+                                                           .partition_key = spec.partition_key,
+                                                           .process_shared = ProcessShared});
     }
 
 private:
     bufferqueue::test::temporary_directory directory_;
 };
 
-/// Process-shared persistent (mmap) topics (`process_shared = true`), as mmap_backend otherwise: the
-/// shared append lock, the shared header's log state, the watcher's wake-ups and the group leases
-/// run, with every queue of the case in this process. Group membership goes through the lease files:
-/// a consumer starts with no partitions and gets its share once it leased them, and the group's
-/// consumers share them again after each join or leave (not `immediate`; `rebalances`).
-struct mmap_shared_backend {
+/// mmap topics, the folder a queue's own.
+struct mmap_backend : basic_mmap_backend<false> {
+    static constexpr std::string_view name = "mmap";
+};
+
+/// Process-shared mmap topics (`process_shared = true`): the shared append lock, the shared header's
+/// log state, the watcher's wake-ups and the group leases run, with every queue of the case in this
+/// process. Group membership goes through the lease files: a consumer starts with no partitions and
+/// gets its share once it leased them, and the group's consumers share them again after each join
+/// or leave (not `immediate`; `rebalances`).
+struct mmap_shared_backend : basic_mmap_backend<true> {
     static constexpr std::string_view name = "mmap (process-shared)";
-    static constexpr bool persistent = true;
-    static constexpr bool bounded = false;
     static constexpr bool immediate = false;
     static constexpr bool rebalances = true;
-
-    mmap_shared_backend() : directory_("bufferqueue-conformance", bufferqueue::test::memory_backed_temporary_path()) {}
-
-    template <class T>
-    void add_topic(bufferqueue::buffer_queue& queue, const conformance_topic<T>& spec) const
-    {
-        if (spec.bounded_capacity) {
-            throw std::invalid_argument("the mmap conformance fixture cannot bound topic '" + spec.name + "'");
-        }
-        queue.add_topic(bufferqueue::mmap_topic_options<T>{.name = spec.name,
-                                                           .partitions = spec.partitions,
-                                                           .data_directory = directory_.path(),
-                                                           .segment_size = mmap_backend::segment_size,
-                                                           .partition_key = spec.partition_key,
-                                                           .process_shared = true});
-    }
-
-private:
-    bufferqueue::test::temporary_directory directory_;
 };
 
 /// Every backend the conformance suite runs over. Add a backend's fixture here (e.g. the test backend
