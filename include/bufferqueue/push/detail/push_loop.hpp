@@ -28,7 +28,6 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 #include <exception>
 #include <functional>
@@ -99,22 +98,6 @@ public:
         if (backoff_timer_ != nullptr) {
             backoff_timer_->cancel();
         }
-    }
-
-    /// The delay before the attempt after `failed_attempts` failed ones: `initial` grown by
-    /// `multiplier` per further attempt, at most `maximum`.
-    static std::chrono::milliseconds backoff_delay(const retry_backoff& backoff, std::size_t failed_attempts) noexcept
-    {
-        if (backoff.initial.count() <= 0) {
-            return std::chrono::milliseconds(0);
-        }
-        const double grown = static_cast<double>(backoff.initial.count()) *
-                             std::pow(backoff.multiplier, static_cast<double>(failed_attempts - 1));
-        const auto maximum = static_cast<double>(backoff.maximum.count());
-        if (!(grown < maximum)) {  // also an infinite product
-            return backoff.maximum;
-        }
-        return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(grown));
     }
 
 private:
@@ -272,7 +255,7 @@ private:
     boost::asio::awaitable<bool> back_off(std::size_t failed_attempts, push_registry& registry)
     {
         boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor,
-                                        backoff_delay(backoff_, failed_attempts));
+                                        backoff_.delay_after(failed_attempts));
         try {
             co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&,
                                                  void(boost::system::error_code)>(
