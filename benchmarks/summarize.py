@@ -352,6 +352,59 @@ def targets(results):
 
     user_targets()
 
+    # Issue 28: the same-run ratios its targets name (targets 1, 2, 4 and 5; target 3 is 16.3a).
+    def issue_28_targets():
+        counts = thread_counts(results, "produce")
+        parts, met = [], bool(counts)
+        for count in counts:
+            s = f"/p:{count}"
+            ratio = speedup(f"produce/single/moodycamel_best_token_enqueue{s}", f"produce/single/bufferqueue_unbounded{s}")
+            bounded = speedup(f"produce/single/bufferqueue_unbounded{s}", f"produce/single/bufferqueue_bounded{s}")
+            parts.append(f"{count} threads: {fmt(ratio)} moodycamel's time, bounded {fmt(bounded)} the unbounded time")
+            met = met and ratio is not None and ratio <= 1.5 and bounded is not None and bounded <= 1.5
+        if counts:
+            target(status, "28.1", "single-item produce within 1.5x of moodycamel with tokens, and a bounded topic "
+                   "within 1.5x of the unbounded time, at every producer count", "; ".join(parts), met)
+        shapes = sorted({n.split("/", 3)[3] for n in results if n.startswith("user/awaited_consume/bufferqueue/")},
+                        key=lambda shape: int(shape.split("/")[0].split(":")[1]))
+        parts, met = [], bool(shapes)
+        for shape in shapes:
+            ratio = speedup(f"user/awaited_consume/bufferqueue/{shape}",
+                            f"user/awaited_consume/moodycamel_blocking_best/{shape}")
+            parts.append(f"{shape.split('/')[0].replace(':', ' ')}: {fmt(ratio)}")
+            met = met and at_least(ratio, 2.5)
+        if shapes:
+            target(status, "28.2", "co_await consume() >= 2.5x faster than moodycamel's best bulk dequeue at batch "
+                   "10, 100 and 1000 (speed-up)", "; ".join(parts), met)
+        parts, met = [], None
+        for name in sorted(n for n in results if n.startswith("items/") and "/bufferqueue/" in n):
+            peer = name.replace("/bufferqueue/", "/moodycamel_best/" if name.startswith("items/produce/")
+                                else "/moodycamel_blocking_best/")
+            ratio = speedup(name, peer)
+            if name.startswith("items/produce/") and "/single/" in name:
+                bound, text = 1 / 1.5, "within 1.5x of its time"
+            elif name.startswith("items/produce/"):
+                bound, text = 3, ">= 3x faster"
+            else:
+                bound, text = 2.5, ">= 2.5x faster"
+            row = name.split("/", 1)[1].replace("/bufferqueue", "").replace("/manual_time", "")
+            parts.append(f"{row}: speed-up {fmt(ratio)} ({text})")
+            met = (met is not False) and at_least(ratio, bound)
+        if parts:
+            target(status, "28.4", "real items moved in (64-byte struct, ~100-byte string) against moodycamel "
+                   "at its best: the int targets", "; ".join(parts), met)
+        limit, user_limit = time_of(results, "limit/memcpy_32KiB"), time_of(results, "user/limit/memcpy_32KiB")
+        produce_time = time_of(results, f"produce/batch/bufferqueue_unbounded/p:{p}") if p else None
+        consume_name = next((n for n in results if n.startswith("user/awaited_consume/bufferqueue/batch:1000/")), None)
+        consume_time = time_of(results, consume_name) if consume_name else None
+        if limit and user_limit and produce_time and consume_time:
+            target(status, "28.5", "moonshot: batch produce and co_await consume() at batch 1000 within 5x of a "
+                   "memcpy of the same bytes", f"batch produce {fmt(produce_time / limit)} the memcpy's time; "
+                   f"co_await consume {fmt(consume_time / user_limit)}",
+                   produce_time / limit <= 5 and consume_time / user_limit <= 5)
+
+    issue_28_targets()
+
     # Issue 13: Kafka topics' overhead over a bare librdkafka producer / consumer loop, same run. Judged
     # on the raw-serializer rows (the same bytes as the bare loop, no encoding work); json reported.
     parts, met = [], True

@@ -1,7 +1,8 @@
 // Issue 16, section 1: the paths users run, beside each peer at its best, in one binary so the
 // ratios come from one run with interleaved repetitions.
 // - `co_await consume()`: consumer coroutines already parked on io_context threads when a round
-//   starts; the round produces the 8,192 ints as one batch and ends when the last one was seen.
+//   starts; the round produces the 8,192 ints as one batch and ends when the last one was seen
+//   (batch sizes 10, 100 and 1000: issue 28, target 2).
 //   The peer: moodycamel::BlockingConcurrentQueue (its waiting consumer) constructed with capacity,
 //   a producer token, a consumer token per thread, `wait_dequeue_bulk`.
 // - batch produce into a topic just created (segments not yet allocated), against enqueue_bulk with
@@ -280,7 +281,7 @@ void register_all()
         benchmark->UseManualTime()->Unit(benchmark::kMicrosecond);
     };
     const std::string c = "/c:" + std::to_string(hardware);
-    for (std::size_t batch_size : {100, 1000}) {
+    for (std::size_t batch_size : {10, 100, 1000}) {
         const std::string b = "/batch:" + std::to_string(batch_size);
         configure(benchmark::RegisterBenchmark(("user/awaited_consume/bufferqueue" + b + c).c_str(),
                                                awaited_bufferqueue, 1, hardware, batch_size, false));

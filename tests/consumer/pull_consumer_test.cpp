@@ -12,6 +12,7 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <map>
 #include <numeric>
 #include <optional>
@@ -878,6 +880,46 @@ TEST_CASE("pull consumer: a handler that consumes again from its completion neve
     consumer.close();
     io.poll();
     CHECK(depth == 0);
+}
+
+TEST_CASE("pull consumer: co_await consume() of ready batches resumes at once and yields to the io_context "
+          "after at most 16 in a row",
+          "[consumer][memory]")
+{
+    asio::io_context io(1);
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 1));
+    auto producer = queue.producer<int>("numbers");
+    constexpr int total = 1700;
+    for (int item = 0; item < total; ++item) {
+        REQUIRE(producer.try_produce(item));
+    }
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", true, 1));
+
+    // A handler that posts itself again until the consumer is done: it runs once per pass of the
+    // io_context's queue, so its count is how often the consuming coroutine let other handlers run.
+    bool done = false;
+    int ticks = 0;
+    std::function<void()> tick = [&] {
+        if (!done) {
+            ++ticks;
+            asio::post(io, tick);
+        }
+    };
+    std::vector<int> delivered;
+    run_coroutine(io, [&]() -> asio::awaitable<void> {
+        asio::post(io, tick);
+        while (delivered.size() < static_cast<std::size_t>(total)) {
+            bq::batch<int> received = co_await consumer.consume();
+            delivered.insert(delivered.end(), received.begin(), received.end());
+        }
+        done = true;
+    });
+    CHECK(delivered == range(0, total));
+    // Every consume through the executor (as a callback's is) would let the tick run 1,700 times; a
+    // coroutine that never yielded would let it run once. One pass per 17 consumes: 100.
+    CHECK(ticks >= total / 17 - 1);
+    CHECK(ticks <= total / 17 + 2);
 }
 
 TEST_CASE("pull consumer: a woken callback consume completes on the executor bound to its handler",

@@ -66,11 +66,16 @@ struct item_source {
 /// (what a commit of this batch stores). Empty `items` means nothing was readable. `offsets`, when
 /// the backend reports them, holds each item's own position (as long as `items`, valid as long as
 /// they are); empty when it does not (a position per item is then not defined, e.g. memory lanes).
+/// `more_ready`, optional: true when the backend knows that more items were readable past these
+/// when it pulled them - a hint that lets an awaited `consume()` of non-blocking storage complete
+/// without a round trip through its executor (see `pull_consumer::consume`); false (the default)
+/// costs only that round trip.
 template <class T>
 struct pull_result {
     std::span<const T> items{};
     std::uint64_t next_offset = 0;
     std::span<const std::uint64_t> offsets{};
+    bool more_ready = false;
 };
 
 /// Whether a partition type's calls block (file or network I/O). The topic layer reads it once,

@@ -17,6 +17,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
+#include <boost/system/system_error.hpp>
 
 #include <exception>
 #include <memory>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <utility>
 
 namespace bufferqueue::detail {
@@ -69,6 +71,36 @@ struct initiate_consume {
             std::forward<Handler>(handler), target.default_executor(), consume_step<T>{std::move(state)});
     }
 };
+
+/// Parks a consume that `begin_consume(true)` left waiting (the awaited consume's second half).
+template <class T>
+struct initiate_wait {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    {
+        consumer_base<T>& target = *state;
+        target.wait(make_pending_completion<boost::system::error_code, batch<T>>(std::forward<Handler>(handler),
+                                                                                target.default_executor()));
+    }
+};
+
+/// Whether a completion token is `use_awaitable_t<Executor>` (and its `Executor`).
+template <class Token>
+struct use_awaitable_token : std::false_type {};
+
+template <class Executor>
+struct use_awaitable_token<boost::asio::use_awaitable_t<Executor>> : std::true_type {
+    using executor = Executor;
+};
+
+/// How many awaited consumes in a row a thread starts as `awaited_consume` before one goes through
+/// its executor, so a consumer that always finds data still lets the other handlers of its
+/// io_context run.
+inline constexpr unsigned max_inline_consumes = 16;
+
+/// The awaited consumes this thread started as `awaited_consume` since one last went through an
+/// executor.
+inline thread_local unsigned inline_consumes_in_a_row = 0;
 
 /// A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
 template <class T>
@@ -177,6 +209,28 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
             co_return std::tuple(make_error_code(boost::asio::error::operation_aborted), batch<T>());
         }
     }
+}
+
+/// `co_await consume()` with `use_awaitable` on storage that never blocks (memory), without a
+/// dead-letter topic, when the consumer's last batch left more behind (`likely_ready`): the pull runs
+/// when the coroutine awaits (as the initiation would), and the batch resumes the coroutine at
+/// once, without a round trip through its executor. Should it find nothing after all (a rebalance
+/// took the partition), it parks a completion as `initiate_consume` does. Errors are thrown as
+/// `use_awaitable` throws them (`boost::system::system_error`). `pull_consumer::consume` sends
+/// every `max_inline_consumes + 1`-th consume in a row on a thread the posted way instead.
+template <class T, class Executor>
+boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consumer_base<T>> state)
+{
+    consume_attempt<T> attempt = state->begin_consume(true);
+    if (attempt.error) {
+        throw boost::system::system_error(attempt.error);
+    }
+    if (attempt.delivered) {
+        co_return std::move(*attempt.delivered);
+    }
+    boost::asio::use_awaitable_t<Executor> token;
+    co_return co_await boost::asio::async_initiate<decltype(token), void(boost::system::error_code, batch<T>)>(
+        initiate_wait<T>{}, token, std::move(state));
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

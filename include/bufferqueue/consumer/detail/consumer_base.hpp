@@ -55,6 +55,9 @@ public:
     virtual void close() noexcept = 0;
     /// Aborts the consume in progress, if any; see `pull_consumer::cancel`.
     virtual void cancel() noexcept = 0;
+    /// Any thread: the last consume delivered from a partition that held more, so the next one will
+    /// probably complete without waiting (a hint; see `pull_result::more_ready`).
+    virtual bool likely_ready() const noexcept = 0;
     virtual const std::string& topic_name() const noexcept = 0;
     virtual const std::string& group_name() const noexcept = 0;
     /// The partitions assigned now, ascending: a snapshot (see `pull_consumer::partitions`). Allocates.

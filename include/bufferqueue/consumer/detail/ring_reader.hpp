@@ -12,6 +12,7 @@
 
 #include <boost/system/error_code.hpp>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -62,6 +63,7 @@ public:
     {
         failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
         failed_pull_ = false;
+        more_ready_.store(false, std::memory_order_relaxed);
         adopt_if_reassigned();
         if (ready_) {
             return scan_marked(error);
@@ -87,6 +89,10 @@ public:
         }
         return std::nullopt;
     }
+
+    /// Any thread: the last scan delivered a batch from a partition that held more (its pull's
+    /// `more_ready`), so the next scan will probably deliver without waiting. A hint only.
+    bool more_ready() const noexcept { return more_ready_.load(std::memory_order_relaxed); }
 
     /// Any thread owning the operation: the consumer saw data in entry `index` of the current set
     /// (its park re-check), so the next scan pulls it even before the producer's notify marks it.
@@ -278,6 +284,7 @@ private:
     std::optional<batch<T>> deliver(const entry& each, const pull_result<T>& pulled, boost::system::error_code& error)
     {
         assignment_.delivered(each, pulled.next_offset);
+        more_ready_.store(pulled.more_ready, std::memory_order_relaxed);
         if (auto_commit_) {
             error = commit_position(each, pulled.next_offset);
             if (error) {
@@ -343,6 +350,7 @@ private:
     bool failed_pull_ = false;
     bool reporting_ = false;      // set before the consumer is shared
     std::string failure_detail_;  // the message of the last failure, for try_consume's exception
+    std::atomic<bool> more_ready_{false};  // written by the operation's thread, read by any (a hint)
 };
 
 }  // namespace bufferqueue::detail
