@@ -124,9 +124,30 @@ struct memory_lane {
         published_end.store(end, std::memory_order_release);
     }
 
+    /// Appends the single item of `source` when the tail segment has room for it - the common case
+    /// of a single-item produce - and returns true; returns false, having done nothing, when the
+    /// lane has no segment yet or its tail is full (the caller then calls `append`). The caller
+    /// owns the lane, as for `append`. When the item's copy throws, nothing was published.
+    bool try_append_one(const item_source<T>& source)
+    {
+        const std::uint64_t end = published_end.load(std::memory_order_relaxed);
+        if (end == tail_end) {
+            return false;  // no segment yet (both 0), or the tail is full
+        }
+        source.construct_at(tail_items + (end - tail_base), 0);
+        published_end.store(end + 1, std::memory_order_release);
+        return true;
+    }
+
     alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded
-    memory_segment<T>* tail = nullptr;    // written by the appending thread
+    // The appending thread's own state, on the line of the end it publishes (which it writes with
+    // every append anyway): the segment being filled, and a copy of its slots and positions, so
+    // the single-item append touches no segment header.
     alignas(64) std::atomic<std::uint64_t> published_end{0};
+    memory_segment<T>* tail = nullptr;  // written by the appending thread
+    T* tail_items = nullptr;            // tail->items
+    std::uint64_t tail_base = 0;        // tail->base
+    std::uint64_t tail_end = 0;         // tail->end(); 0 without a tail
     std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
     alignas(64) memory_segment<T>* head = nullptr;   // guarded by the partition's groups lock
     std::uint64_t released_up_to = 0;                // guarded by the partition's groups lock
@@ -146,6 +167,9 @@ private:
             tail->next.store(fresh, std::memory_order_release);
         }
         tail = fresh;
+        tail_items = fresh->items;
+        tail_base = fresh->base;
+        tail_end = fresh->end();
     }
 };
 

@@ -86,6 +86,10 @@ public:
             used_lanes_.fetch_or(std::uint64_t{1} << used_index, std::memory_order_release);
         };
         if (index + 1 < lane_count_ && !bounded_) {
+            if (source.count == 1 && target.try_append_one(source)) {
+                appended = 1;  // a single item with room in the tail: no loop, no roll-over check
+                return;
+            }
             target.append(source, appended, pool_, on_first_segment);  // this thread's own lane
         } else {
             std::lock_guard lock(target.append_mutex);
