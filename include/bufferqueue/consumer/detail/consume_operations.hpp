@@ -80,13 +80,14 @@ struct initiate_wait {
     {
         consumer_base<T>& target = *state;
         target.wait(make_pending_completion<boost::system::error_code, batch<T>>(std::forward<Handler>(handler),
-                                                                                target.default_executor()));
+                                                                                 target.default_executor()));
     }
 };
 
 /// Whether a completion token is `use_awaitable_t<Executor>` (and its `Executor`).
 template <class Token>
-struct use_awaitable_token : std::false_type {};
+struct use_awaitable_token : std::false_type {
+};
 
 template <class Executor>
 struct use_awaitable_token<boost::asio::use_awaitable_t<Executor>> : std::true_type {

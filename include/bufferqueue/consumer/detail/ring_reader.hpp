@@ -348,8 +348,8 @@ private:
     bool uncommitted_ = false;
     entry failed_{};  // the partition whose pull failed in the last scan (when failed_pull_)
     bool failed_pull_ = false;
-    bool reporting_ = false;      // set before the consumer is shared
-    std::string failure_detail_;  // the message of the last failure, for try_consume's exception
+    bool reporting_ = false;               // set before the consumer is shared
+    std::string failure_detail_;           // the message of the last failure, for try_consume's exception
     std::atomic<bool> more_ready_{false};  // written by the operation's thread, read by any (a hint)
 };
 

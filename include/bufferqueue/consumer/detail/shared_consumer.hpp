@@ -144,7 +144,10 @@ public:
     {
         cancel_wait();
     }
-    bool likely_ready() const noexcept override { return reader_.more_ready(); }
+    bool likely_ready() const noexcept override
+    {
+        return reader_.more_ready();
+    }
     const std::string& topic_name() const noexcept override
     {
         return context_.topic_name;

@@ -144,10 +144,10 @@ struct memory_lane {
     // every append anyway): the segment being filled, and a copy of its slots and positions, so
     // the single-item append touches no segment header.
     alignas(64) std::atomic<std::uint64_t> published_end{0};
-    memory_segment<T>* tail = nullptr;  // written by the appending thread
-    T* tail_items = nullptr;            // tail->items
-    std::uint64_t tail_base = 0;        // tail->base
-    std::uint64_t tail_end = 0;         // tail->end(); 0 without a tail
+    memory_segment<T>* tail = nullptr;               // written by the appending thread
+    T* tail_items = nullptr;                         // tail->items
+    std::uint64_t tail_base = 0;                     // tail->base
+    std::uint64_t tail_end = 0;                      // tail->end(); 0 without a tail
     std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
     alignas(64) memory_segment<T>* head = nullptr;   // guarded by the partition's groups lock
     std::uint64_t released_up_to = 0;                // guarded by the partition's groups lock

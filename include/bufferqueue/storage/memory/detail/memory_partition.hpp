@@ -153,7 +153,8 @@ public:
                     std::min<std::uint64_t>({max_items, end - position, segment->end() - position}));
                 position_of.pinned.store(position, std::memory_order_release);
                 reader.pulled_lane = index;
-                return {{segment->items + (position - segment->base), count}, position + count, {}, position + count < end};
+                return {
+                    {segment->items + (position - segment->base), count}, position + count, {}, position + count < end};
             }
         }
         return {{}, reader.lanes[reader.pulled_lane].committed.load(std::memory_order_relaxed)};
