@@ -104,8 +104,17 @@ struct memory_lane {
                 const std::size_t room = std::min<std::size_t>(filled->capacity - slot, source.count - appended);
                 T* destination = filled->items + slot;
                 if constexpr (std::is_trivially_copyable_v<T>) {
-                    if (source.indices == nullptr && source.stride == 1 && room > 1) {
-                        std::memcpy(static_cast<void*>(destination), source.base + appended, room * sizeof(T));
+                    // Copies that cannot throw: a memcpy of a contiguous run, or a strided gather
+                    // (round-robin routing) with its counters in registers instead of `appended`.
+                    if (source.indices == nullptr && room > 1) {
+                        const T* from = source.base + appended * source.stride;
+                        if (source.stride == 1) {
+                            std::memcpy(static_cast<void*>(destination), from, room * sizeof(T));
+                        } else {
+                            for (std::size_t i = 0; i < room; ++i) {
+                                std::memcpy(static_cast<void*>(destination + i), from + i * source.stride, sizeof(T));
+                            }
+                        }
                         appended += room;
                         end += room;
                         continue;
