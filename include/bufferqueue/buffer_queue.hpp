@@ -292,13 +292,16 @@ private:
         push_->require_registering(topic, group);
         validate({.topic = topic, .group = group, .auto_commit = false, .batch_size = subscription.batch_size});
         if (subscription.lifetime != lifetime::singleton && subscription.lifetime != lifetime::per_batch) {
-            throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group + "': invalid 'lifetime'");
+            throw error(errc::invalid_argument,
+                        detail::format_message("topic '{}' group '{}': invalid 'lifetime'", topic, group));
         }
         detail::check_retry_options(subscription);
         for (const auto& [other_topic, other_group] : earlier) {
             if (other_topic == subscription.topic && other_group == subscription.group) {
-                throw error(errc::invalid_argument, "topic '" + topic + "' group '" + group +
-                                                        "': two push consumers subscribe with the same group");
+                throw error(errc::invalid_argument,
+                            detail::format_message("topic '{}' group '{}': two push consumers subscribe with the same "
+                                                   "group",
+                                                   topic, group));
             }
         }
         const std::size_t partitions = find<T>(topic)->partition_count();
@@ -366,9 +369,9 @@ private:
         try {
             return bufferqueue::producer<dead_letter<T>>(find<dead_letter<T>>(dead_letter_topic));
         } catch (const error& failure) {
-            throw error(static_cast<errc>(failure.code().value()), "topic '" + std::string(topic) + "' group '" +
-                                                                       std::string(group) +
-                                                                       "': 'dead_letter_topic': " + failure.what());
+            throw error(
+                static_cast<errc>(failure.code().value()),
+                detail::format_message("topic '{}' group '{}': 'dead_letter_topic': {}", topic, group, failure.what()));
         }
     }
 

@@ -3,6 +3,7 @@
 
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
@@ -321,7 +322,8 @@ private:
         try {
             return key.partition_for(item, topic_->partition_count());
         } catch (const error& failure) {
-            throw error(errc::invalid_argument, "topic '" + topic_->name() + "': " + failure.what());
+            throw error(errc::invalid_argument,
+                        detail::format_message("topic '{}': {}", topic_->name(), failure.what()));
         }
     }
 
@@ -342,7 +344,7 @@ private:
 
     [[noreturn]] void throw_closed() const
     {
-        throw error(errc::closed, "topic '" + topic_->name() + "' is closed");
+        throw error(errc::closed, detail::format_message("topic '{}' is closed", topic_->name()));
     }
 
     std::shared_ptr<detail::topic<T>> topic_;

@@ -7,6 +7,7 @@
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
@@ -152,9 +153,10 @@ public:
     {
         detail::consume_attempt<T> attempt = require_state()->begin_consume(false);
         if (attempt.error) {
-            throw error(static_cast<errc>(attempt.error.value()),
-                        describe() + ": " +
-                            (attempt.error_detail.empty() ? attempt.error.message() : attempt.error_detail));
+            throw error(
+                static_cast<errc>(attempt.error.value()),
+                detail::format_message("{}: {}", describe(),
+                                       attempt.error_detail.empty() ? attempt.error.message() : attempt.error_detail));
         }
         return std::move(attempt.delivered);
     }
@@ -203,7 +205,8 @@ public:
             return std::nullopt;
         }
         if (result) {
-            throw error(static_cast<errc>(result.value()), describe() + ": " + result.message());
+            throw error(static_cast<errc>(result.value()),
+                        detail::format_message("{}: {}", describe(), result.message()));
         }
         return record;
     }

@@ -2,6 +2,8 @@
 
 #include "bufferqueue/push/detail/push_registry.hpp"
 
+#include <fmt/format.h>
+
 #include <cstdio>
 #include <string_view>
 
@@ -24,11 +26,14 @@ void push_registry::require_registering(const std::string& topic, const std::str
     switch (phase_) {
     case phase::registering: return;
     case phase::started:
-        throw error(errc::invalid_argument, "push consumer of topic '" + topic + "' group '" + group +
-                                                "': push consumers must be added before buffer_queue::start()");
+        throw error(errc::invalid_argument,
+                    fmt::format("push consumer of topic '{}' group '{}': push consumers must be added before "
+                                "buffer_queue::start()",
+                                topic, group));
     case phase::stopped:
-        throw error(errc::closed, "push consumer of topic '" + topic + "' group '" + group +
-                                      "': the queue's push consumers were stopped or the queue is closed");
+        throw error(errc::closed, fmt::format("push consumer of topic '{}' group '{}': the queue's push consumers were "
+                                              "stopped or the queue is closed",
+                                              topic, group));
     }
 }
 

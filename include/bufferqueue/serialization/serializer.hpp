@@ -87,7 +87,7 @@ public:
                 detail::append_bytes(out, text.data(), text.size());
             } catch (const nlohmann::json::exception& failure) {
                 throw error(errc::invalid_argument,
-                            std::string("json_serializer cannot encode the item: ") + failure.what());
+                            detail::format_message("json_serializer cannot encode the item: {}", failure.what()));
             }
         }
     }

@@ -3,6 +3,7 @@
 // back (rebalances).
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
 #include <cstddef>
@@ -45,7 +46,7 @@ public:
     {
         const std::lock_guard lock(mutex_);
         if (target_ == nullptr) {
-            throw error(errc::closed, "consumer group '" + group + "': its topic is closed");
+            throw error(errc::closed, format_message("consumer group '{}': its topic is closed", group));
         }
         std::forward<Call>(call)(*target_);
     }
@@ -116,8 +117,9 @@ private:
     detail::membership_link& link(const std::string& group) const
     {
         if (!link_) {
-            throw error(errc::invalid_argument,
-                        "consumer group '" + group + "': the membership port is not bound to a topic");
+            throw error(
+                errc::invalid_argument,
+                detail::format_message("consumer group '{}': the membership port is not bound to a topic", group));
         }
         return *link_;
     }

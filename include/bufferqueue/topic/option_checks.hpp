@@ -24,7 +24,7 @@ inline void require_option(bool valid, std::string_view kind, const std::string&
 {
     if (!valid) {
         throw error(errc::invalid_argument,
-                    std::string(kind) + " topic '" + topic + "': option '" + std::string(option) + "' " + requirement);
+                    detail::format_message("{} topic '{}': option '{}' {}", kind, topic, option, requirement));
     }
 }
 

@@ -14,7 +14,7 @@ namespace {
 
 std::string topic_prefix(const std::string& topic)
 {
-    return "kafka topic '" + topic + "': ";
+    return fmt::format("kafka topic '{}': ", topic);
 }
 
 void set_property(rd_kafka_conf_t* configuration, const std::string& topic, const std::string& name,
@@ -24,8 +24,8 @@ void set_property(rd_kafka_conf_t* configuration, const std::string& topic, cons
     if (rd_kafka_conf_set(configuration, name.c_str(), value.c_str(), reason.data(), reason.size()) !=
         RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(configuration);
-        throw error(errc::invalid_argument, topic_prefix(topic) + "property '" + name + "' = '" + value +
-                                                "' refused by librdkafka: " + reason.data());
+        throw error(errc::invalid_argument, fmt::format("{}property '{}' = '{}' refused by librdkafka: {}",
+                                                        topic_prefix(topic), name, value, reason.data()));
     }
 }
 
@@ -80,9 +80,9 @@ void check_topic_metadata(rd_kafka_t* client, const kafka_producer_settings& set
         }
         return;
     }
-    throw error(errc::no_such_topic, prefix + "the cluster at '" + settings.bootstrap_servers +
-                                         "' has no such topic (bufferqueue never creates Kafka topics; create it "
-                                         "with the cluster's tools first)");
+    throw error(errc::no_such_topic, fmt::format("{}the cluster at '{}' has no such topic (bufferqueue never creates "
+                                                 "Kafka topics; create it with the cluster's tools first)",
+                                                 prefix, settings.bootstrap_servers));
 }
 
 }  // namespace bufferqueue::detail

@@ -7,6 +7,8 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_partition_queues.hpp"
 
+#include <fmt/format.h>
+
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
 
@@ -107,15 +109,16 @@ public:
         client_ = rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
             rd_kafka_conf_destroy(configuration);
-            throw error(errc::invalid_argument,
-                        "kafka topic '" + topic_ +
-                            "': librdkafka refused the consumer configuration: " + reason.data());
+            throw error(errc::invalid_argument, fmt::format("kafka topic '{}': librdkafka refused the consumer "
+                                                            "configuration: {}",
+                                                            topic_, reason.data()));
         }
         rd_kafka_poll_set_consumer(client_);
         consumer_queue_ = rd_kafka_queue_get_consumer(client_);
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd_ < 0) {
-            throw error(errc::io_error, "kafka topic '" + topic_ + "': eventfd failed: " + std::strerror(errno));
+            throw error(errc::io_error,
+                        fmt::format("kafka topic '{}': eventfd failed: {}", topic_, std::strerror(errno)));
         }
         descriptor_.assign(event_fd_);
         rd_kafka_queue_io_event_enable(consumer_queue_, event_fd_, wake_bytes, sizeof wake_bytes);
@@ -125,7 +128,7 @@ public:
         rd_kafka_topic_partition_list_destroy(subscription);
         if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
             throw error(errc::io_error,
-                        "kafka topic '" + topic_ + "': cannot subscribe: " + std::string(rd_kafka_err2str(result)));
+                        fmt::format("kafka topic '{}': cannot subscribe: {}", topic_, rd_kafka_err2str(result)));
         }
         wait_for_events();
     }
@@ -254,15 +257,15 @@ private:
             return;
         }
         try {
-            std::string text = "kafka topic '" + topic_ + "' group '" + group_ + "': ";
+            const char* const shown = detail != nullptr ? detail : "";
+            std::string text;
             if (reason == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || reason == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
                 // Deliberately no failed consume (docs/kafka.md, "Outages"): the topic may come back.
-                text += "the brokers no longer have the topic (deleted?); its consumers wait for it to return, "
-                        "cancel() or close() ends a waiting consume (";
-                text += detail != nullptr ? detail : "";
-                text += ")";
+                text = fmt::format("kafka topic '{}' group '{}': the brokers no longer have the topic (deleted?); its "
+                                   "consumers wait for it to return, cancel() or close() ends a waiting consume ({})",
+                                   topic_, group_, shown);
             } else {
-                text += detail != nullptr ? detail : "";
+                text = fmt::format("kafka topic '{}' group '{}': {}", topic_, group_, shown);
             }
             listener_->failed(kafka_error_code(reason), text);
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported

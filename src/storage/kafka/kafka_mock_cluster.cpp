@@ -46,7 +46,7 @@ kafka_mock_cluster::kafka_mock_cluster(std::size_t brokers) : state_(std::make_u
     if (state_->client == nullptr) {
         rd_kafka_conf_destroy(configuration);
         throw error(errc::io_error,
-                    std::string("kafka mock cluster: cannot create the hosting client: ") + message.data());
+                    fmt::format("kafka mock cluster: cannot create the hosting client: {}", message.data()));
     }
     state_->cluster = rd_kafka_mock_cluster_new(state_->client, static_cast<int>(brokers));
     if (state_->cluster == nullptr) {
@@ -60,7 +60,7 @@ kafka_mock_cluster::~kafka_mock_cluster() = default;
 
 void kafka_mock_cluster::create_topic(const std::string& name, std::size_t partitions, std::size_t replication_factor)
 {
-    const std::string what = "kafka mock cluster: topic '" + name + "': ";
+    const std::string what = fmt::format("kafka mock cluster: topic '{}': ", name);
     if (name.empty()) {
         throw error(errc::invalid_argument, "kafka mock cluster: a topic name must not be empty");
     }
@@ -76,10 +76,10 @@ void kafka_mock_cluster::create_topic(const std::string& name, std::size_t parti
     const rd_kafka_resp_err_t result = rd_kafka_mock_topic_create(
         state_->cluster, name.c_str(), static_cast<int>(partitions), static_cast<int>(replication_factor));
     if (result == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        throw error(errc::topic_exists, what + "already exists");
+        throw error(errc::topic_exists, fmt::format("{}already exists", what));
     }
     if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        throw error(errc::io_error, what + "cannot create it: " + rd_kafka_err2str(result));
+        throw error(errc::io_error, fmt::format("{}cannot create it: {}", what, rd_kafka_err2str(result)));
     }
 }
 

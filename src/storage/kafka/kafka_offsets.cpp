@@ -26,14 +26,16 @@ int remaining_ms(clock::time_point deadline) noexcept
 
 std::string where(const std::string& topic, const std::string& group, const std::string& servers)
 {
-    return "kafka topic '" + topic + "'" + (group.empty() ? std::string() : " group '" + group + "'") + " (brokers " +
-           servers + ")";
+    if (group.empty()) {
+        return fmt::format("kafka topic '{}' (brokers {})", topic, servers);
+    }
+    return fmt::format("kafka topic '{}' group '{}' (brokers {})", topic, group, servers);
 }
 
 [[noreturn]] void fail(rd_kafka_resp_err_t code, const std::string& context, const std::string& what)
 {
     const boost::system::error_code mapped = kafka_error_code(code);
-    throw error(static_cast<errc>(mapped.value()), context + ": " + what + ": " + rd_kafka_err2str(code));
+    throw error(static_cast<errc>(mapped.value()), fmt::format("{}: {}: {}", context, what, rd_kafka_err2str(code)));
 }
 
 struct partition_list_deleter {
@@ -201,7 +203,8 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
         rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size()));
     if (client == nullptr) {
         rd_kafka_conf_destroy(configuration);
-        throw error(errc::invalid_argument, context + ": librdkafka refused the configuration: " + reason.data());
+        throw error(errc::invalid_argument,
+                    fmt::format("{}: librdkafka refused the configuration: {}", context, reason.data()));
     }
     rd_kafka_poll_set_consumer(client.get());
 

@@ -120,18 +120,20 @@ public:
         client_ = rd_kafka_new(RD_KAFKA_PRODUCER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
             rd_kafka_conf_destroy(configuration);
-            throw error(errc::invalid_argument,
-                        "kafka topic '" + topic_name_ + "': librdkafka refused the configuration: " + reason.data());
+            throw error(
+                errc::invalid_argument,
+                fmt::format("kafka topic '{}': librdkafka refused the configuration: {}", topic_name_, reason.data()));
         }
         check_topic_metadata(client_, settings);
         topic_ = rd_kafka_topic_new(client_, topic_name_.c_str(), nullptr);
         if (topic_ == nullptr) {
-            throw error(errc::io_error, "kafka topic '" + topic_name_ + "': cannot create the topic handle: " +
-                                            rd_kafka_err2str(rd_kafka_last_error()));
+            throw error(errc::io_error, fmt::format("kafka topic '{}': cannot create the topic handle: {}", topic_name_,
+                                                    rd_kafka_err2str(rd_kafka_last_error())));
         }
         const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd < 0) {
-            throw error(errc::io_error, "kafka topic '" + topic_name_ + "': eventfd failed: " + std::strerror(errno));
+            throw error(errc::io_error,
+                        fmt::format("kafka topic '{}': eventfd failed: {}", topic_name_, std::strerror(errno)));
         }
         descriptor_.assign(event_fd);
         main_queue_ = rd_kafka_queue_get_main(client_);

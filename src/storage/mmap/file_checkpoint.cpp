@@ -65,10 +65,10 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
     struct stat status {};
     const int failure = run_checked(file_operation::size, path, [&] { return ::fstat(file->get(), &status); });
     if (failure != 0) {
-        throw_io_error("cannot get the size of " + path, failure);
+        throw_io_error(fmt::format("cannot get the size of {}", path), failure);
     }
     if (!S_ISREG(status.st_mode)) {
-        throw error(errc::corrupt_data, std::string(what) + " file " + path + " is not a regular file");
+        throw error(errc::corrupt_data, fmt::format("{} file {} is not a regular file", what, path));
     }
     // One byte more than the largest format, so a longer file reads as too long.
     std::array<std::byte, Limit + 1> bytes{};
@@ -130,7 +130,7 @@ std::optional<log_position> read_item_position(const std::string& path)
     }
     item_position_decoding decoded = decode_item_position(*bytes);
     if (auto* problem = std::get_if<std::string>(&decoded)) {
-        throw error(errc::corrupt_data, "item position file " + path + " " + *problem);
+        throw error(errc::corrupt_data, fmt::format("item position file {} {}", path, *problem));
     }
     return std::get<log_position>(decoded);
 }

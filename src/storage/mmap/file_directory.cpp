@@ -33,7 +33,7 @@ bool remove_recursively(const std::string& path)
         if (errno == ENOENT) {
             return false;
         }
-        throw_io_error("cannot inspect " + path, errno);
+        throw_io_error(fmt::format("cannot inspect {}", path), errno);
     }
     if (S_ISDIR(status.st_mode)) {
         for (const directory_entry& entry : list_directory(path)) {
@@ -49,12 +49,12 @@ void fsync_directory(const std::string& directory)
 {
     const int result = open_descriptor(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (result < 0) {
-        throw_io_error("cannot open directory " + directory + " to fsync it", -result);
+        throw_io_error(fmt::format("cannot open directory {} to fsync it", directory), -result);
     }
     const unique_fd handle(result, directory);
     const int failure = run_checked(file_operation::fsync_directory, directory, [&] { return ::fsync(result); });
     if (failure != 0) {
-        throw_io_error("cannot fsync directory " + directory, failure);
+        throw_io_error(fmt::format("cannot fsync directory {}", directory), failure);
     }
     report_flush(file_operation::fsync_directory, directory, 0, 0);
 }
@@ -72,7 +72,7 @@ bool make_directories(const std::string& directory)
     struct stat status {};
     if (::stat(path.c_str(), &status) == 0) {
         if (!S_ISDIR(status.st_mode)) {
-            throw_io_error("cannot create directory " + path, ENOTDIR);
+            throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
         }
         return false;
     }
@@ -85,10 +85,10 @@ bool make_directories(const std::string& directory)
         if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode)) {
             return false;  // created concurrently by someone else
         }
-        throw_io_error("cannot create directory " + path, ENOTDIR);
+        throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
     }
     if (failure != 0) {
-        throw_io_error("cannot create directory " + path, failure);
+        throw_io_error(fmt::format("cannot create directory {}", path), failure);
     }
     fsync_directory(parent.empty() ? std::string(".") : parent.string());
     return true;
@@ -97,11 +97,11 @@ bool make_directories(const std::string& directory)
 std::vector<directory_entry> list_directory(const std::string& directory)
 {
     if (const int injected = injected_error(file_operation::list_directory, directory); injected != 0) {
-        throw_io_error("cannot list directory " + directory, injected);
+        throw_io_error(fmt::format("cannot list directory {}", directory), injected);
     }
     const std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(directory.c_str()), &::closedir);
     if (handle == nullptr) {
-        throw_io_error("cannot list directory " + directory, errno);
+        throw_io_error(fmt::format("cannot list directory {}", directory), errno);
     }
     std::vector<directory_entry> entries;
     while (true) {
@@ -109,7 +109,7 @@ std::vector<directory_entry> list_directory(const std::string& directory)
         const dirent* entry = ::readdir(handle.get());
         if (entry == nullptr) {
             if (errno != 0) {
-                throw_io_error("cannot list directory " + directory, errno);
+                throw_io_error(fmt::format("cannot list directory {}", directory), errno);
             }
             break;
         }
@@ -126,7 +126,7 @@ std::vector<directory_entry> list_directory(const std::string& directory)
                 if (errno == ENOENT) {
                     continue;  // removed while we were listing
                 }
-                throw_io_error("cannot inspect " + path, errno);
+                throw_io_error(fmt::format("cannot inspect {}", path), errno);
             }
             type = S_ISREG(status.st_mode) ? DT_REG : S_ISDIR(status.st_mode) ? DT_DIR : DT_UNKNOWN;
         }
@@ -164,13 +164,12 @@ directory_lock::directory_lock(const std::string& directory)
     const int failure = run_checked(file_operation::lock, lock_file_.path(),
                                     [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
     if (failure == EWOULDBLOCK) {
-        throw error(errc::io_error, "cannot open " + directory +
-                                        ": the directory is already open by another queue (in this process or "
-                                        "another one holding the lock on " +
-                                        lock_file_.path() + ")");
+        throw error(errc::io_error, fmt::format("cannot open {}: the directory is already open by another queue (in "
+                                                "this process or another one holding the lock on {})",
+                                                directory, lock_file_.path()));
     }
     if (failure != 0) {
-        throw_io_error("cannot lock " + lock_file_.path(), failure);
+        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), failure);
     }
 }
 
@@ -183,7 +182,7 @@ std::optional<unique_fd> try_lock_file(const std::string& path)
         return std::nullopt;
     }
     if (failure != 0) {
-        throw_io_error("cannot lock " + file.path(), failure);
+        throw_io_error(fmt::format("cannot lock {}", file.path()), failure);
     }
     return file;
 }
@@ -197,7 +196,7 @@ shared_directory_lock::shared_directory_lock(const std::string& directory)
     if (const int failure = run_checked(file_operation::lock, open_lock_file_.path(),
                                         [&] { return ::flock(open_lock_file_.get(), LOCK_EX); });
         failure != 0) {
-        throw_io_error("cannot lock " + open_lock_file_.path(), failure);
+        throw_io_error(fmt::format("cannot lock {}", open_lock_file_.path()), failure);
     }
     // Exclusive first, to learn whether anyone else holds the directory, then shared at once. A
     // conversion is not atomic, but every other shared queue waits for the open lock and an
@@ -206,7 +205,7 @@ shared_directory_lock::shared_directory_lock(const std::string& directory)
     const int exclusive = run_checked(file_operation::lock, lock_file_.path(),
                                       [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
     if (exclusive != 0 && exclusive != EWOULDBLOCK) {
-        throw_io_error("cannot lock " + lock_file_.path(), exclusive);
+        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), exclusive);
     }
     first_ = exclusive == 0;
     const int shared = run_checked(file_operation::lock, lock_file_.path(),
@@ -218,7 +217,7 @@ shared_directory_lock::shared_directory_lock(const std::string& directory)
                                 directory, lock_file_.path()));
     }
     if (shared != 0) {
-        throw_io_error("cannot lock " + lock_file_.path(), shared);
+        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), shared);
     }
 }
 

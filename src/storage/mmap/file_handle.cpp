@@ -68,7 +68,7 @@ void unique_fd::close()
     // close(2) must not be retried on EINTR on Linux: the descriptor is released either way.
     const int result = ::close(std::exchange(descriptor_, -1));
     if (result == -1 && errno != EINTR) {
-        throw_io_error("cannot close " + path_, errno);
+        throw_io_error(fmt::format("cannot close {}", path_), errno);
     }
 }
 
@@ -83,7 +83,7 @@ unique_fd open_file(const std::string& path, open_mode mode)
 {
     const int result = open_descriptor(path, open_flags(mode));
     if (result < 0) {
-        throw_io_error("cannot open " + path, -result);
+        throw_io_error(fmt::format("cannot open {}", path), -result);
     }
     return unique_fd(result, path);
 }
@@ -95,7 +95,7 @@ std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode)
         return std::nullopt;
     }
     if (result < 0) {
-        throw_io_error("cannot open " + path, -result);
+        throw_io_error(fmt::format("cannot open {}", path), -result);
     }
     return unique_fd(result, path);
 }
@@ -105,7 +105,7 @@ std::uint64_t file_size(const unique_fd& file)
     struct stat status {};
     const int failure = run_checked(file_operation::size, file.path(), [&] { return ::fstat(file.get(), &status); });
     if (failure != 0) {
-        throw_io_error("cannot get the size of " + file.path(), failure);
+        throw_io_error(fmt::format("cannot get the size of {}", file.path()), failure);
     }
     return static_cast<std::uint64_t>(status.st_size);
 }
@@ -168,7 +168,7 @@ void preallocate(const unique_fd& file, std::uint64_t offset, std::uint64_t leng
     }
     const std::string what = fmt::format("cannot preallocate {} bytes at offset {} of {}", length, offset, file.path());
     if (failure == ENOSPC || failure == EDQUOT) {
-        throw error(errc::io_error, what + ": the disk is full (" + error_text(failure) + ")");
+        throw error(errc::io_error, fmt::format("{}: the disk is full ({})", what, error_text(failure)));
     }
     throw_io_error(what, failure);
 }
@@ -226,7 +226,7 @@ void fsync_file(const unique_fd& file)
 {
     const int failure = run_checked(file_operation::fsync, file.path(), [&] { return ::fsync(file.get()); });
     if (failure != 0) {
-        throw_io_error("cannot fsync " + file.path(), failure);
+        throw_io_error(fmt::format("cannot fsync {}", file.path()), failure);
     }
     if (const auto hooks = current_hooks(); hooks != nullptr && hooks->after_flush) {
         struct stat status {};
@@ -252,7 +252,7 @@ bool remove_file(const std::string& path)
         return false;
     }
     if (failure != 0) {
-        throw_io_error("cannot remove " + path, failure);
+        throw_io_error(fmt::format("cannot remove {}", path), failure);
     }
     return true;
 }
@@ -261,7 +261,7 @@ void rename_file(const std::string& from, const std::string& to)
 {
     const int failure = run_checked(file_operation::rename, to, [&] { return ::rename(from.c_str(), to.c_str()); });
     if (failure != 0) {
-        throw_io_error("cannot rename " + from + " to " + to, failure);
+        throw_io_error(fmt::format("cannot rename {} to {}", from, to), failure);
     }
 }
 
@@ -274,7 +274,7 @@ bool path_exists(const std::string& path)
     if (errno == ENOENT) {
         return false;
     }
-    throw_io_error("cannot inspect " + path, errno);
+    throw_io_error(fmt::format("cannot inspect {}", path), errno);
 }
 
 }  // namespace bufferqueue::detail

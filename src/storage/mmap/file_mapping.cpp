@@ -78,7 +78,7 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
 mapped_region map_file(const unique_fd& file, std::size_t length, map_access access)
 {
     if (length == 0) {
-        throw error(errc::invalid_argument, "cannot map 0 bytes of " + file.path());
+        throw error(errc::invalid_argument, fmt::format("cannot map 0 bytes of {}", file.path()));
     }
     void* address = MAP_FAILED;
     const int protection = access == map_access::read_only ? PROT_READ : PROT_READ | PROT_WRITE;

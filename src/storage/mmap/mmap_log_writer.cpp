@@ -34,7 +34,7 @@ mmap_log_writer::mmap_log_writer(const mmap_partition_files& files, settings con
 void mmap_log_writer::require_open() const
 {
     if (segments_.closed()) {
-        throw error(errc::closed, files_.description + " is closed");
+        throw error(errc::closed, fmt::format("{} is closed", files_.description));
     }
 }
 
@@ -239,8 +239,9 @@ void mmap_log_writer::close_locked() noexcept
         }
     }
     if (!waiters_.empty()) {  // only when the flush failed before its msync
-        settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{
-                               errc::closed, files_.description + " was closed before the record was flushed"}));
+        settle(UINT64_MAX,
+               std::make_shared<const flush_failure>(flush_failure{
+                   errc::closed, fmt::format("{} was closed before the record was flushed", files_.description)}));
     }
     segments_.close();
     tail_ = nullptr;

@@ -200,7 +200,7 @@ void load_groups(const mmap_partition_files& files, mmap_recovered_state& state,
         try {
             group = unescape_group_name(entry.name);
         } catch (const error& failure) {
-            files.corrupt(folder, std::string("is not the folder of a consumer group: ") + failure.what());
+            files.corrupt(folder, fmt::format("is not the folder of a consumer group: {}", failure.what()));
         }
         const std::string path = folder + "/consumer.offset";
         const std::optional<std::uint64_t> offset = read_checkpoint(path);
@@ -277,7 +277,7 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
     std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
     if (indices.empty() || indices.front() != first_index) {
         files.corrupt(files.segment_path(first_index),
-                      "is missing, but " + files.earliest_path() + " says it is retained");
+                      fmt::format("is missing, but {} says it is retained", files.earliest_path()));
     }
     state.first_segment_index = first_index;
     for (std::size_t i = 0; i < indices.size(); ++i) {
@@ -341,8 +341,8 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files, m
     const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
     if (listing.indices.empty()) {
         if (listing.earliest_checkpoint || producer_checkpoint || listing.item_checkpoint || listing.has_groups) {
-            files.corrupt(files.folder,
-                          "holds checkpoints but no segment file (" + segment_file_name(0) + " or later is missing)");
+            files.corrupt(files.folder, fmt::format("holds checkpoints but no segment file ({} or later is missing)",
+                                                    segment_file_name(0)));
         }
         state.new_partition = true;
         state.tail.tail_position = segment_header_size;

@@ -1,5 +1,7 @@
 #include "bufferqueue/storage/mmap/detail/process_membership.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <set>
 #include <utility>
@@ -31,7 +33,7 @@ void process_group_membership::consumers_created(const std::string& group, std::
     {
         const std::lock_guard lock(mutex_);
         if (closed_) {
-            throw error(errc::closed, "consumer group '" + group + "': its topic is closed");
+            throw error(errc::closed, fmt::format("consumer group '{}': its topic is closed", group));
         }
         auto& state = groups_[group];
         if (!state) {

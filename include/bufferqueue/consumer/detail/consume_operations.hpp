@@ -34,7 +34,7 @@ namespace bufferqueue::detail {
 template <class T>
 std::string describe_pull_consumer(const consumer_base<T>& state)
 {
-    return "pull consumer of topic '" + state.topic_name() + "' group '" + state.group_name() + "'";
+    return format_message("pull consumer of topic '{}' group '{}'", state.topic_name(), state.group_name());
 }
 
 /// One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
@@ -187,9 +187,10 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
         }
         if (produced) {
             route->record(produced,
-                          "sending " + where + ", which does not decode, to dead-letter topic '" +
-                              route->dead_letter_topic() + "' failed (" +
-                              (thrown.empty() ? produced.message() : thrown) + "); the record stays unread",
+                          format_message("sending {}, which does not decode, to dead-letter topic '{}' failed ({}); "
+                                         "the record stays unread",
+                                         where, route->dead_letter_topic(),
+                                         thrown.empty() ? produced.message() : thrown),
                           consumer);
             co_return std::tuple(produced, batch<T>());
         }
@@ -201,8 +202,9 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
                                                                                                     skip_token, state);
         if (skipped) {
             route->record(skipped,
-                          "stepping past " + where + " after its dead letter was acknowledged failed (" +
-                              skipped.message() + "); the next consume sends it again",
+                          format_message("stepping past {} after its dead letter was acknowledged failed ({}); the "
+                                         "next consume sends it again",
+                                         where, skipped.message()),
                           consumer);
             co_return std::tuple(skipped, batch<T>());
         }

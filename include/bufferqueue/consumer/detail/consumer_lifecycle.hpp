@@ -7,6 +7,7 @@
 #include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/consumer/detail/parked_consume.hpp"
 #include "bufferqueue/consumer/detail/ring_reader.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
 
@@ -83,7 +84,7 @@ protected:
     void record_outcome(const boost::system::error_code& error) noexcept
     {
         last_error_.record(error, reader_.failure_detail(), [this] {
-            return "pull consumer of topic '" + context_.topic_name + "' group '" + reader_.group() + "'";
+            return format_message("pull consumer of topic '{}' group '{}'", context_.topic_name, reader_.group());
         });
     }
 

@@ -1,6 +1,7 @@
 // Internal: how a consumer's latest operation failed, as text for `pull_consumer::last_error`.
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 
 #include <boost/system/error_code.hpp>
@@ -40,7 +41,7 @@ private:
         std::string text;
         if (error) {
             try {
-                text = describe() + ": " + (detail.empty() ? error.message() : detail);
+                text = format_message("{}: {}", describe(), detail.empty() ? error.message() : detail);
             } catch (...) {
                 text.clear();
             }

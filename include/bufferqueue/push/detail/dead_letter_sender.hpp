@@ -9,6 +9,7 @@
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/group_counters.hpp"
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
@@ -128,18 +129,19 @@ public:
             }
             if (produced == boost::asio::error::operation_aborted && is_abandoned()) {
                 registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(produced)),
-                                where + "; stop() ended the wait for its dead letters before they were "
-                                        "acknowledged: the records stay uncommitted and the next run delivers them "
-                                        "again (letters that still reach the topic are then sent twice)");
+                                format_message("{}; stop() ended the wait for its dead letters before they were "
+                                               "acknowledged: the records stay uncommitted and the next run delivers "
+                                               "them again (letters that still reach the topic are then sent twice)",
+                                               where));
                 co_return false;
             }
             if (!thrown) {
                 thrown = std::make_exception_ptr(boost::system::system_error(produced));
             }
             registry.report(topic_, group_, thrown,
-                            where + "; producing its dead letters failed (" +
-                                (produced ? produced.message() : exception_text(thrown)) +
-                                "), tried again after the backoff; the records stay uncommitted");
+                            format_message("{}; producing its dead letters failed ({}), tried again after the "
+                                           "backoff; the records stay uncommitted",
+                                           where, produced ? produced.message() : exception_text(thrown)));
             if (!co_await back_off(tries)) {
                 co_return false;
             }

@@ -131,8 +131,9 @@ private:
     std::string ended_message(const std::exception_ptr& escaped) const noexcept
     {
         try {
-            return "topic '" + topic_ + "' group '" + group_ + "': this push loop stopped on an unexpected failure (" +
-                   exception_text(escaped) + "); a batch it held under manual commit stays uncommitted";
+            return format_message("topic '{}' group '{}': this push loop stopped on an unexpected failure ({}); a "
+                                  "batch it held under manual commit stays uncommitted",
+                                  topic_, group_, exception_text(escaped));
         } catch (...) {
             return {};
         }
@@ -297,12 +298,13 @@ private:
         co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
         if (committed) {
             registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(committed)),
-                            where + "; it was dead-lettered, but committing it failed (" + committed.message() +
-                                "): this push loop stopped, and the next run delivers it again");
+                            format_message("{}; it was dead-lettered, but committing it failed ({}): this push loop "
+                                           "stopped, and the next run delivers it again",
+                                           where, committed.message()));
             co_return false;
         }
         registry.report(topic_, group_, failure,
-                        where + "; sent to the dead-letter topic and committed; last error: " + last);
+                        format_message("{}; sent to the dead-letter topic and committed; last error: {}", where, last));
         co_return true;
     }
 
@@ -334,11 +336,13 @@ private:
         co_await consumer_.skip(boost::asio::redirect_error(boost::asio::use_awaitable, skipped));
         if (skipped) {
             registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(skipped)),
-                            where + "; it was dead-lettered, but skipping it failed (" + skipped.message() +
-                                "): it is pulled (and dead-lettered) again");
+                            format_message("{}; it was dead-lettered, but skipping it failed ({}): it is pulled (and "
+                                           "dead-lettered) again",
+                                           where, skipped.message()));
             co_return false;
         }
-        registry.report(topic_, group_, nullptr, where + "; sent to the dead-letter topic and skipped");
+        registry.report(topic_, group_, nullptr,
+                        format_message("{}; sent to the dead-letter topic and skipped", where));
         co_return true;
     }
 

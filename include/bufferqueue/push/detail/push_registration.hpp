@@ -82,8 +82,8 @@ struct consumer_handler_source {
             return make_consumer_instance<Consumer>(factory);
         } catch (const error& failure) {
             throw error(static_cast<errc>(failure.code().value()),
-                        "push consumer of topic '" + std::string(subscription.topic) + "' group '" +
-                            std::string(subscription.group) + "': " + failure.what());
+                        format_message("push consumer of topic '{}' group '{}': {}", subscription.topic,
+                                       subscription.group, failure.what()));
         }
     }
     std::shared_ptr<Factory> make_prototype() { return std::make_shared<Factory>(std::move(factory)); }
@@ -153,15 +153,17 @@ pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_
                              std::shared_ptr<group_counters> counters)
 {
     if (dead_letters) {
-        const std::string where =
-            "topic '" + std::string(subscription.topic) + "' group '" + std::string(subscription.group) + "': ";
         if (!manual_commit) {
-            throw error(errc::invalid_argument, where + "'dead_letter_topic' needs a manual-commit handler (under "
-                                                        "auto commit a batch is committed before its handler runs)");
+            throw error(errc::invalid_argument,
+                        format_message("topic '{}' group '{}': 'dead_letter_topic' needs a manual-commit handler "
+                                       "(under auto commit a batch is committed before its handler runs)",
+                                       subscription.topic, subscription.group));
         }
         if (subscription.max_attempts == 0) {
-            throw error(errc::invalid_argument, where + "'dead_letter_topic' needs 'max_attempts' above 0 (0 "
-                                                        "retries a failing batch forever)");
+            throw error(errc::invalid_argument,
+                        format_message("topic '{}' group '{}': 'dead_letter_topic' needs 'max_attempts' above 0 (0 "
+                                       "retries a failing batch forever)",
+                                       subscription.topic, subscription.group));
         }
     }
     const pull_consumer_options options{.topic = std::string(subscription.topic),

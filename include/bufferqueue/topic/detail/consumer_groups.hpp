@@ -92,7 +92,8 @@ public:
     {
         std::lock_guard lock(mutex_);
         if (topic_closed.load(std::memory_order_acquire)) {
-            throw error(errc::closed, "topic '" + topic + "' is closed: cannot remove consumer group '" + group + "'");
+            throw error(errc::closed,
+                        format_message("topic '{}' is closed: cannot remove consumer group '{}'", topic, group));
         }
         const auto found = groups_.find(group);
         if (found != groups_.end() && found->second.open != 0) {
@@ -262,7 +263,7 @@ private:
         }
         std::lock_guard lock(mutex_);
         if (base.topic_closed->load(std::memory_order_acquire)) {
-            throw error(errc::closed, "topic '" + topic + "' is closed");
+            throw error(errc::closed, format_message("topic '{}' is closed", topic));
         }
         if (const auto found = groups_.find(options.group); found != groups_.end() && found->second.open != 0) {
             throw error(
@@ -342,9 +343,10 @@ private:
                                 std::span<const std::size_t> partitions, keep_alive& alive)
     {
         const auto found = groups_.find(group);
-        const std::string where = "topic '" + topic + "' group '" + group + "'";
+        const std::string where = format_message("topic '{}' group '{}'", topic, group);
         if (found == groups_.end() || found->second.open == 0) {
-            throw error(errc::invalid_argument, where + ": no open consumer of the group to assign partitions to");
+            throw error(errc::invalid_argument,
+                        format_message("{}: no open consumer of the group to assign partitions to", where));
         }
         group_state& state = found->second;
         if (consumer >= state.owners.consumers()) {

@@ -10,7 +10,9 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <iterator>
 #include <optional>
+#include <string_view>
 #include <system_error>
 
 namespace bufferqueue::inspect {
@@ -97,15 +99,15 @@ std::vector<std::size_t> partitions_in(const std::string& folder)
 std::string unexpected_in_topic(const std::string& folder, const std::string& topic,
                                 const detail::directory_entry& entry)
 {
-    const std::string not_checked = "; it was not checked";
+    constexpr std::string_view not_checked = "; it was not checked";
     if (is_broken_link(folder, entry)) {
-        return "is a symbolic link whose target is missing or cannot be reached" + not_checked;
+        return fmt::format("is a symbolic link whose target is missing or cannot be reached{}", not_checked);
     }
     if (const auto partition = partition_number(entry.name); partition && leads_to_folder(folder, entry)) {
         return fmt::format("is not a partition folder of topic '{}': its name is not canonical (partition {} is {}){}",
                            topic, *partition, canonical_name(*partition), not_checked);
     }
-    return "is not a partition folder (partition-NNNNN) of topic '" + topic + "'" + not_checked;
+    return fmt::format("is not a partition folder (partition-NNNNN) of topic '{}'{}", topic, not_checked);
 }
 
 // True unless `path` (which exists) is known to be something other than a folder: its entry in the
@@ -146,10 +148,10 @@ std::string partition_folder(const std::string& data_directory, const std::strin
 std::vector<std::string> list_topics(const std::string& data_directory)
 {
     if (!detail::path_exists(data_directory)) {
-        throw error(errc::invalid_argument, "the folder " + data_directory + " does not exist");
+        throw error(errc::invalid_argument, fmt::format("the folder {} does not exist", data_directory));
     }
     if (!is_folder(data_directory)) {
-        throw error(errc::invalid_argument, data_directory + " is not a folder");
+        throw error(errc::invalid_argument, fmt::format("{} is not a folder", data_directory));
     }
     std::vector<std::string> topics;
     for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
@@ -160,8 +162,9 @@ std::vector<std::string> list_topics(const std::string& data_directory)
     }
     if (topics.empty()) {
         throw error(errc::invalid_argument,
-                    data_directory + " is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
-                                     "(give the data_directory of the mmap topics)");
+                    fmt::format("{} is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
+                                "(give the data_directory of the mmap topics)",
+                                data_directory));
     }
     return topics;
 }
@@ -172,10 +175,10 @@ std::vector<std::size_t> list_partitions(const std::string& data_directory, cons
     if (std::find(topics.begin(), topics.end(), topic) == topics.end()) {
         std::string known;
         for (const std::string& each : topics) {
-            known += (known.empty() ? "'" : ", '") + each + "'";
+            fmt::format_to(std::back_inserter(known), "{}'{}'", known.empty() ? "" : ", ", each);
         }
         throw error(errc::invalid_argument,
-                    "no topic '" + topic + "' in " + data_directory + " (its topics: " + known + ")");
+                    fmt::format("no topic '{}' in {} (its topics: {})", topic, data_directory, known));
     }
     return partitions_in(topic_folder(data_directory, topic));
 }

@@ -172,7 +172,7 @@ void partition_reader::open_readable_segments()
         }
         if (const auto damage = detail::validate_segment_header(segment->region.bytes(), index, files_.segment_size)) {
             summary_.unreadable.push_back(
-                {.path = segment->path, .reason = "the segment header is damaged: " + *damage});
+                {.path = segment->path, .reason = fmt::format("the segment header is damaged: {}", *damage)});
             continue;
         }
         segments_->list.push_back(segment.get());
@@ -183,7 +183,8 @@ void partition_reader::open_readable_segments()
 std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
 {
     if (!segments_->state) {
-        throw error(errc::corrupt_data, files_.description + " is damaged: " + summary_.problem.value_or(""));
+        throw error(errc::corrupt_data,
+                    fmt::format("{} is damaged: {}", files_.description, summary_.problem.value_or("")));
     }
     if (item < summary_.earliest || item > summary_.end) {
         throw error(errc::invalid_argument,

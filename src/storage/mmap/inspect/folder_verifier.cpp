@@ -33,7 +33,8 @@ public:
         check_segments();
         if (report_.problems.size() == problems_before && reader_.summary().problem) {
             // Nothing the sweep sees by itself (a checkpoint ahead of the log, a missing segment, ...).
-            problem(files_.folder, std::nullopt, "the recovery check fails: " + *reader_.summary().problem);
+            problem(files_.folder, std::nullopt,
+                    fmt::format("the recovery check fails: {}", *reader_.summary().problem));
         }
     }
 
@@ -154,7 +155,7 @@ private:
         const detail::mapped_region region = detail::map_file(file, size, detail::map_access::read_only);
         const std::span<const std::byte> bytes = region.bytes();
         if (const auto header = detail::validate_segment_header(bytes, index, files_.segment_size)) {
-            problem(path, 0, "the segment header is damaged: " + *header);
+            problem(path, 0, fmt::format("the segment header is damaged: {}", *header));
             return;
         }
         const detail::scan_result scanned = detail::scan_segment(bytes, detail::segment_header_size);
@@ -164,7 +165,7 @@ private:
         }
         const std::string at = std::string(detail::describe(scanned.reason));
         if (!last) {
-            problem(path, scanned.end_position, at + ", but a later segment exists");
+            problem(path, scanned.end_position, fmt::format("{}, but a later segment exists", at));
         } else if (recovered && reader_.summary().tail_bytes > 0) {
             note(path, scanned.end_position,
                  fmt::format("{} bytes after the last complete record: a tail being written, or torn by a crash "

@@ -9,6 +9,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <iterator>
 #include <optional>
 
 namespace bufferqueue::inspect {
@@ -27,8 +28,9 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
         const partition_reader reader(data_directory, topic, partition);
         const partition_summary& summary = reader.summary();
         if (summary.problem) {
-            throw error(errc::corrupt_data, "refusing to change group '" + group + "': " + *summary.problem +
-                                                " (run bufferqueue-inspect verify)");
+            throw error(errc::corrupt_data, fmt::format("refusing to change group '{}': {} (run bufferqueue-inspect "
+                                                        "verify)",
+                                                        group, *summary.problem));
         }
         const auto found = std::find_if(summary.groups.begin(), summary.groups.end(),
                                         [&](const group_position& each) { return each.group == group; });
@@ -61,12 +63,12 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
             const partition_reader reader(data_directory, topic, partition);
             for (const group_position& each : reader.summary().groups) {
                 if (known.find("'" + each.group + "'") == std::string::npos) {
-                    known += (known.empty() ? "'" : ", '") + each.group + "'";
+                    fmt::format_to(std::back_inserter(known), "{}'{}'", known.empty() ? "" : ", ", each.group);
                 }
             }
         }
-        throw error(errc::invalid_argument, "no group '" + group + "' in topic '" + topic + "' (its groups: " +
-                                                (known.empty() ? std::string("none") : known) + ")");
+        throw error(errc::invalid_argument, fmt::format("no group '{}' in topic '{}' (its groups: {})", group, topic,
+                                                        known.empty() ? std::string("none") : known));
     }
     return result;
 }
@@ -78,8 +80,9 @@ detail::directory_lock lock_topic(const std::string& data_directory, const std::
     try {
         return detail::directory_lock(folder);
     } catch (const error& failure) {
-        throw error(errc::io_error, "refusing to change topic '" + topic + "': " + failure.what() +
-                                        "; close the queue that has it open and try again");
+        throw error(errc::io_error, fmt::format("refusing to change topic '{}': {}; close the queue that has it open "
+                                                "and try again",
+                                                topic, failure.what()));
     }
 }
 

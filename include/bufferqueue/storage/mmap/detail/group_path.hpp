@@ -111,8 +111,9 @@ inline std::string unescape_group_name(std::string_view folder_name)
 {
     namespace internal = group_path_internal;
     const auto reject = [&](const std::string& reason) -> error {
-        return error(errc::corrupt_data, "the consumer group folder \"" + std::string(folder_name) +
-                                             "\" is not a valid escaped group name: " + reason);
+        return error(errc::corrupt_data, format_message("the consumer group folder \"{}\" is not a valid escaped group "
+                                                        "name: {}",
+                                                        folder_name, reason));
     };
     if (folder_name.empty()) {
         throw reject("the name is empty");
@@ -148,7 +149,7 @@ inline std::string unescape_group_name(std::string_view folder_name)
                                     max_escaped_group_name_size));
     }
     if (canonical != folder_name) {
-        throw reject("it is not the canonical encoding, which is \"" + canonical + "\"");
+        throw reject(format_message("it is not the canonical encoding, which is \"{}\"", canonical));
     }
     return name;
 }

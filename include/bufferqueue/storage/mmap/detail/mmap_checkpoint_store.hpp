@@ -3,6 +3,7 @@
 // groups" and "Retention").
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
@@ -250,7 +251,7 @@ private:
     void require_open() const
     {
         if (segments_.closed()) {
-            throw error(errc::closed, files_.description + " is closed");
+            throw error(errc::closed, format_message("{} is closed", files_.description));
         }
     }
 
@@ -273,8 +274,9 @@ private:
         std::map<std::string, log_position, std::less<>> stored;
         for (const stored_group_checkpoint& each : read_group_checkpoints(files_.offsets_folder())) {
             if (!each.offset) {
-                throw error(errc::io_error, files_.description + ": the checkpoint of group '" + each.group +
-                                                "' cannot be read; retention waits for the next commit");
+                throw error(errc::io_error, format_message("{}: the checkpoint of group '{}' cannot be read; retention "
+                                                           "waits for the next commit",
+                                                           files_.description, each.group));
             }
             stored.emplace(each.group, position_of(*each.offset));
         }

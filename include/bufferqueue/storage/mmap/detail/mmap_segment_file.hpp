@@ -2,6 +2,7 @@
 // atomic creation of a segment (see docs/mmap-storage.md, "Files").
 #pragma once
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
@@ -43,7 +44,7 @@ struct mmap_partition_files {
     /// Throws `error(errc::corrupt_data)`: "{description}: {file}: {problem}".
     [[noreturn]] void corrupt(const std::string& file, const std::string& problem) const
     {
-        throw error(errc::corrupt_data, description + ": " + file + ": " + problem);
+        throw error(errc::corrupt_data, format_message("{}: {}: {}", description, file, problem));
     }
 };
 
