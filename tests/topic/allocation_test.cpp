@@ -177,13 +177,15 @@ std::size_t produce_and_drain(bq::producer<int>& producer, bq::pull_consumer<int
 TEST_CASE("allocation: the counting operator new sees an allocation of the armed thread only", "[allocation]")
 {
     allocation_counter counter;
-    auto* probe = new int(7);
+    // Through volatile pointers: the optimizer may otherwise elide a new-expression whose result is
+    // only deleted (g++ 12 at -O1 did, and this test saw no allocation).
+    int* volatile probe = new int(7);
     delete probe;
     CHECK(counter.allocations() == 1);
     CHECK(counter.bytes() == sizeof(int));
     std::size_t seen_by_other_thread = 0;
     std::thread other([&] {
-        auto* elsewhere = new int(8);
+        int* volatile elsewhere = new int(8);
         delete elsewhere;
         seen_by_other_thread = counted_allocations;
     });
