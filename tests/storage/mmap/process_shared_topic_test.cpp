@@ -912,6 +912,64 @@ TEST_CASE("process-shared topic: a record that a process SIGKILLed holding the a
           std::vector<std::string>{record("p", 0), record("p", 1), record("p", 2)});
 }
 
+TEST_CASE("process-shared topic: a queue that closes while its consumer holds a batch of a revoked partition "
+          "lets the partition go to the consumer of another queue, which reads it whole",
+          "[mmap][process_shared]")
+{
+    // The first queue's consumer holds a batch of partition 1 when the second queue's consumer joins:
+    // partition 1 is revoked there but stays in use (and leased) until the batch goes. The first
+    // queue closes before the batch goes, and the batch goes after its topic closed (under ASan: a
+    // release that reached the closed topic's unmapped shared header would be reported here).
+    temporary_directory directory;
+    queue_runner first;
+    first->add_topic(shared_topic(directory.path(), 2));
+    auto consumer = first->create_pull_consumer<std::string>(group("g"));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 16; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    std::optional<bq::batch<std::string>> held;
+    REQUIRE(run_until(
+        first.io,
+        [&] {
+            while (!held) {
+                auto delivered = consumer.try_consume();
+                if (!delivered) {
+                    break;
+                }
+                if (delivered->partition() == 1) {
+                    held = std::move(delivered);
+                } else {
+                    REQUIRE_FALSE(bq::test::commit_now(consumer, first.io));
+                }
+            }
+            return held.has_value();
+        },
+        10s));
+    queue_runner second;
+    second->add_topic(shared_topic(directory.path(), 2));
+    auto other = second->create_pull_consumer<std::string>(group("g"));
+    // Ranked second, the new consumer is given partition 1, which the first queue holds: revoked there.
+    run_until(
+        first.io, [] { return false; }, 600ms);
+    CHECK(other.try_consume() == std::nullopt);  // not its own until the batch goes
+    first->close();
+    held.reset();
+    // The partition's lease was let go with the closed queue: the second queue reads partition 1.
+    std::vector<std::string> items;
+    run_until(
+        second.io,
+        [&] {
+            while (auto delivered = other.try_consume()) {
+                items.insert(items.end(), delivered->begin(), delivered->end());
+                REQUIRE_FALSE(bq::test::commit_now(other, second.io));
+            }
+            return items.size() >= 8;
+        },
+        10s);
+    CHECK(items.size() == 8);
+}
+
 TEST_CASE("process-shared topic: push consumers of one group in two queues, the second joining while the first "
           "works, handle what a third queue produces, each committed record once",
           "[mmap][process_shared][push]")
