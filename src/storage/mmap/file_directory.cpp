@@ -33,7 +33,8 @@ bool remove_recursively(const std::string& path)
         if (errno == ENOENT) {
             return false;
         }
-        throw_io_error(fmt::format("cannot inspect {}", path), errno);
+        const int error_number = errno;  // read before the message is built: building it may set errno
+        throw_io_error(fmt::format("cannot inspect {}", path), error_number);
     }
     if (S_ISDIR(status.st_mode)) {
         for (const directory_entry& entry : list_directory(path)) {
@@ -101,7 +102,8 @@ std::vector<directory_entry> list_directory(const std::string& directory)
     }
     const std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(directory.c_str()), &::closedir);
     if (handle == nullptr) {
-        throw_io_error(fmt::format("cannot list directory {}", directory), errno);
+        const int error_number = errno;  // read before the message is built: building it may set errno
+        throw_io_error(fmt::format("cannot list directory {}", directory), error_number);
     }
     std::vector<directory_entry> entries;
     while (true) {
@@ -109,7 +111,8 @@ std::vector<directory_entry> list_directory(const std::string& directory)
         const dirent* entry = ::readdir(handle.get());
         if (entry == nullptr) {
             if (errno != 0) {
-                throw_io_error(fmt::format("cannot list directory {}", directory), errno);
+                const int error_number = errno;  // read before the message is built: building it may set errno
+                throw_io_error(fmt::format("cannot list directory {}", directory), error_number);
             }
             break;
         }
@@ -126,7 +129,8 @@ std::vector<directory_entry> list_directory(const std::string& directory)
                 if (errno == ENOENT) {
                     continue;  // removed while we were listing
                 }
-                throw_io_error(fmt::format("cannot inspect {}", path), errno);
+                const int error_number = errno;  // read before the message is built: building it may set errno
+                throw_io_error(fmt::format("cannot inspect {}", path), error_number);
             }
             type = S_ISREG(status.st_mode) ? DT_REG : S_ISDIR(status.st_mode) ? DT_DIR : DT_UNKNOWN;
         }

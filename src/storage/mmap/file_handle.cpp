@@ -68,7 +68,8 @@ void unique_fd::close()
     // close(2) must not be retried on EINTR on Linux: the descriptor is released either way.
     const int result = ::close(std::exchange(descriptor_, -1));
     if (result == -1 && errno != EINTR) {
-        throw_io_error(fmt::format("cannot close {}", path_), errno);
+        const int error_number = errno;  // read before the message is built: building it may set errno
+        throw_io_error(fmt::format("cannot close {}", path_), error_number);
     }
 }
 
@@ -274,7 +275,8 @@ bool path_exists(const std::string& path)
     if (errno == ENOENT) {
         return false;
     }
-    throw_io_error(fmt::format("cannot inspect {}", path), errno);
+    const int error_number = errno;  // read before the message is built: building it may set errno
+    throw_io_error(fmt::format("cannot inspect {}", path), error_number);
 }
 
 }  // namespace bufferqueue::detail
