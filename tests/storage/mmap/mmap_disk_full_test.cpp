@@ -197,9 +197,11 @@ enum child_status : int {
                    std::string("unshare(CLONE_NEWNS): ") + std::strerror(error));
     }
     if (::mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr) != 0) {
+        // EINVAL: the root is not a mount point, as in a chroot into a plain folder (debootstrap).
         const int error = errno;
-        child_fail(error == EPERM || error == EACCES ? child_skipped : 11,
-                   std::string("making mounts private: ") + std::strerror(error));
+        child_fail(error == EPERM || error == EACCES || error == EINVAL ? child_skipped : 11,
+                   std::string("making mounts private: ") + std::strerror(error) +
+                       (error == EINVAL ? " (the root is not a mount point: a chroot into a plain folder?)" : ""));
     }
     if (::mount("bufferqueue-test", mount_point.c_str(), "tmpfs", 0, "size=2m") != 0) {
         const int error = errno;
@@ -320,7 +322,8 @@ TEST_CASE("mmap disk: a full disk makes produce fail with io_error, never SIGBUS
     }
     REQUIRE(WIFEXITED(status));
     if (WEXITSTATUS(status) == child_skipped) {
-        WARN("full-disk test skipped: mounting a tmpfs in a private mount namespace is not permitted here");
+        WARN("full-disk test skipped: a tmpfs cannot be mounted in a private mount namespace here (not "
+             "permitted, or the root is not a mount point; the child's reason is above)");
         return;
     }
     CHECK(WEXITSTATUS(status) == child_passed);
