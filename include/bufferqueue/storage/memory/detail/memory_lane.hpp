@@ -140,23 +140,18 @@ struct memory_lane {
     bool try_append_one(const item_source<T>& source)
     {
         const std::uint64_t end = published_end.load(std::memory_order_relaxed);
-        if (end == tail_end) {
-            return false;  // no segment yet (both 0), or the tail is full
+        if (tail == nullptr || end == tail->end()) {
+            return false;  // no segment yet, or the tail is full
         }
-        source.construct_at(tail_items + (end - tail_base), 0);
+        source.construct_at(tail->items + (end - tail->base), 0);
         published_end.store(end + 1, std::memory_order_release);
         return true;
     }
 
     alignas(64) spin_mutex append_mutex;  // the shared (last) lane; every lane when bounded
-    // The appending thread's own state, on the line of the end it publishes (which it writes with
-    // every append anyway): the segment being filled, and a copy of its slots and positions, so
-    // the single-item append touches no segment header.
+    // The end the appending thread publishes, and beside it (one line) the segment it fills.
     alignas(64) std::atomic<std::uint64_t> published_end{0};
     memory_segment<T>* tail = nullptr;               // written by the appending thread
-    T* tail_items = nullptr;                         // tail->items
-    std::uint64_t tail_base = 0;                     // tail->base
-    std::uint64_t tail_end = 0;                      // tail->end(); 0 without a tail
     std::atomic<memory_segment<T>*> first{nullptr};  // the lane's first segment, set once
     alignas(64) memory_segment<T>* head = nullptr;   // guarded by the partition's groups lock
     std::uint64_t released_up_to = 0;                // guarded by the partition's groups lock
@@ -176,9 +171,6 @@ private:
             tail->next.store(fresh, std::memory_order_release);
         }
         tail = fresh;
-        tail_items = fresh->items;
-        tail_base = fresh->base;
-        tail_end = fresh->end();
     }
 };
 
