@@ -28,6 +28,7 @@
 #include <numeric>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 namespace conformance {
@@ -47,7 +48,8 @@ constexpr auto settle_time = std::chrono::milliseconds(50);
 /// Bounds loops that wait for progress.
 constexpr int max_rounds = 10000;
 
-/// Runs `io` until `done()` holds, `io` runs out of work, or the hang guard expires; returns `done()`.
+/// Runs `io` until `done()` holds or the hang guard expires (also while `io` has no work: other threads
+/// may bring some); returns `done()`.
 template <class Done>
 bool run_until(asio::io_context& io, Done&& done)
 {
@@ -58,7 +60,10 @@ bool run_until(asio::io_context& io, Done&& done)
             return false;
         }
         if (io.run_one_for(std::chrono::milliseconds(100)) == 0 && io.stopped()) {
-            return done();  // out of work: nothing else can happen
+            // Out of work for now, but not for good: other threads bring work about too (a
+            // process-shared topic's membership watcher assigns partitions on its own thread).
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+            io.restart();
         }
     }
     return true;
