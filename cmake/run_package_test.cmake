@@ -69,7 +69,13 @@ function(check_consumer program label)
 endfunction()
 
 run("${CMAKE_COMMAND}" -S "${SOURCE}/tests/package" -B "${WORK}/consumer" ${common} ${consumer_options})
-run("${CMAKE_COMMAND}" --build "${WORK}/consumer")
+if(MODE STREQUAL "find_package")
+    run("${CMAKE_COMMAND}" --build "${WORK}/consumer")
+else()
+    # The two programs and the library parts they link: the subproject's other targets (the Kafka
+    # component) are compiled by the calling build already.
+    run("${CMAKE_COMMAND}" --build "${WORK}/consumer" --target package_consumer package_core_consumer)
+endif()
 file(GLOB_RECURSE targets_in_consumer "${WORK}/consumer/*bufferqueue_tests*")
 if(targets_in_consumer)
     message(FATAL_ERROR "the consumer build built bufferqueue's own tests: ${targets_in_consumer}")
