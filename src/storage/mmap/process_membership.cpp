@@ -30,39 +30,45 @@ void process_group_membership::bind(membership_port port) noexcept
 
 void process_group_membership::consumers_created(const std::string& group, std::size_t count)
 {
-    {
-        const std::lock_guard lock(mutex_);
-        if (closed_) {
-            throw error(errc::closed, fmt::format("consumer group '{}': its topic is closed", group));
-        }
-        auto& state = groups_[group];
-        if (!state) {
-            state = std::make_unique<group_state>(group_leases(group, topic_folder_));
-        }
-        for (std::size_t index = 0; index < count; ++index) {
-            state->members.insert_or_assign(index, state->leases.join());
-        }
+    const std::lock_guard lock(mutex_);
+    if (closed_) {
+        throw error(errc::closed, fmt::format("consumer group '{}': its topic is closed", group));
     }
-    event_.notify();  // every process re-shares, this one's watcher included
+    auto& state = groups_[group];
+    if (!state) {
+        state = std::make_unique<group_state>(group_leases(group, topic_folder_));
+    }
+    for (std::size_t index = 0; index < count; ++index) {
+        state->members.insert_or_assign(index, state->leases.join());
+    }
+    notify_while_open();  // every process re-shares, this one's watcher included
 }
 
 void process_group_membership::consumer_closed(const std::string& group, std::size_t consumer) noexcept
 {
-    {
-        const std::lock_guard lock(mutex_);
-        const auto found = groups_.find(group);
-        if (found == groups_.end()) {
-            return;
-        }
-        found->second->members.erase(consumer);  // closes its slot's lock file: the slot is free
-        std::erase_if(found->second->assigned, [&](const auto& given) { return given.second == consumer; });
+    const std::lock_guard lock(mutex_);
+    const auto found = groups_.find(group);
+    if (found == groups_.end()) {
+        return;
     }
-    event_.notify();
+    found->second->members.erase(consumer);  // closes its slot's lock file: the slot is free
+    std::erase_if(found->second->assigned, [&](const auto& given) { return given.second == consumer; });
+    notify_while_open();
 }
 
 void process_group_membership::partitions_let_go(const std::string& /*group*/) noexcept
 {
-    event_.notify();  // the watcher releases the leases of what nobody here reads any more
+    const std::lock_guard lock(mutex_);
+    notify_while_open();  // the watcher releases the leases of what nobody here reads any more
+}
+
+void process_group_membership::notify_while_open() noexcept
+{
+    // Under mutex_: close() cannot return - and the topic unmap the header that holds the event -
+    // while a notification runs, and none follows it.
+    if (!closed_) {
+        event_.notify();
+    }
 }
 
 void process_group_membership::close() noexcept

@@ -17,10 +17,13 @@
 
 #include <signal.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -160,6 +163,66 @@ TEST_CASE("the partitions of a consumer that closes go to the consumers left, in
         10s));
     CHECK(first.membership->leased_partitions("g") == partitions{0, 1, 2, 3, 4, 5});
     CHECK(second.membership->leased_partitions("g").empty());
+}
+
+// The mmap topic unmaps its shared header - where the wake-up event lives - once its membership has
+// closed, and consumers may still report their close (or a let-go) after that, from other threads.
+// So a notification must finish before close() returns, and none may follow it. The event lives in
+// memory of the test's here, so it can be read after close.
+TEST_CASE("a closed process membership no longer notifies the wake-up event, whatever it hears after close",
+          "[mmap][process_shared]")
+{
+    const temporary_directory folder;
+    alignas(8) std::byte storage[detail::process_shared_event::storage_size]{};
+    detail::process_shared_event::initialize(storage);
+    const detail::process_shared_event event(storage);
+    detail::process_group_membership membership(folder.string(), partition_count, event, 20ms);
+    membership.consumers_created("g", 2);
+    membership.close();
+    const std::uint32_t at_close = event.sequence();
+
+    membership.partitions_let_go("g");
+    membership.consumer_closed("g", 0);
+    membership.consumer_closed("g", 1);
+    CHECK(event.sequence() == at_close);
+    try {
+        membership.consumers_created("g", 1);
+        FAIL("consumers_created after close did not throw");
+    } catch (const bq::error& failure) {
+        CHECK(failure.code() == bq::errc::closed);
+    }
+    CHECK(event.sequence() == at_close);
+}
+
+TEST_CASE("concurrency: consumers closing on one thread while the process membership closes on another notify "
+          "the wake-up event only before close returns",
+          "[mmap][process_shared][concurrency]")
+{
+    const temporary_directory folder;
+    constexpr std::size_t consumers = 8;
+    for (int round = 0; round < 100; ++round) {
+        alignas(8) std::byte storage[detail::process_shared_event::storage_size]{};
+        detail::process_shared_event::initialize(storage);
+        const detail::process_shared_event event(storage);
+        detail::process_group_membership membership(folder.string(), partition_count, event, 1h);
+        membership.consumers_created("g", consumers);
+        std::atomic<bool> go{false};
+        std::thread closing_consumers([&] {
+            while (!go.load()) {
+                std::this_thread::yield();
+            }
+            for (std::size_t consumer = 0; consumer < consumers; ++consumer) {
+                membership.partitions_let_go("g");
+                membership.consumer_closed("g", consumer);
+            }
+        });
+        go.store(true);
+        membership.close();
+        const std::uint32_t at_close = event.sequence();
+        closing_consumers.join();
+        INFO("round " << round);
+        REQUIRE(event.sequence() == at_close);
+    }
 }
 
 }  // namespace process_membership_test

@@ -32,8 +32,9 @@ namespace bufferqueue::detail {
 /// the bound on how long a dead process's partitions (whose leases the kernel released) wait.
 ///
 /// Thread-safety: every member may be called from any thread; one mutex guards the state, and the
-/// port is called under it (the port never calls back). `before_assign(group, partition)` runs on
-/// the watcher thread, under that mutex, after the lease was taken and before the partition is
+/// port is called under it (the port never calls back). Nothing notifies `event` once `close()`
+/// returned (the topic unmaps it then): consumers that close or let go after it change nothing. `before_assign(group,
+/// partition)` runs on the watcher thread, under that mutex, after the lease was taken and before the partition is
 /// assigned (the mmap topic re-reads the group's committed position there); it must not throw.
 class process_group_membership final : public group_membership {
 public:
@@ -62,6 +63,7 @@ private:
         std::map<std::size_t, std::size_t> assigned;        // by partition: the consumer given it
     };
 
+    void notify_while_open() noexcept;  // caller holds mutex_; notifies `event_` unless closed
     void rebalance_all() noexcept;
     bool rebalance(const std::string& name, group_state& group);  // caller holds mutex_; true when it let go of a lease
 
