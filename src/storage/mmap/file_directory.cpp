@@ -19,6 +19,7 @@ namespace bufferqueue::detail {
 
 using file_system::injected_error;
 using file_system::open_descriptor;
+using file_system::path_status;
 using file_system::report_flush;
 using file_system::run_checked;
 using file_system::throw_io_error;
@@ -29,12 +30,11 @@ namespace {
 bool remove_recursively(const std::string& path)
 {
     struct stat status {};
-    if (::lstat(path.c_str(), &status) == -1) {
-        if (errno == ENOENT) {
+    if (const int failure = path_status(path, status, false); failure != 0) {
+        if (failure == ENOENT) {
             return false;
         }
-        const int error_number = errno;  // read before the message is built: building it may set errno
-        throw_io_error(fmt::format("cannot inspect {}", path), error_number);
+        throw_io_error(fmt::format("cannot inspect {}", path), failure);
     }
     if (S_ISDIR(status.st_mode)) {
         for (const directory_entry& entry : list_directory(path)) {
@@ -71,11 +71,13 @@ bool make_directories(const std::string& directory)
         return false;
     }
     struct stat status {};
-    if (::stat(path.c_str(), &status) == 0) {
+    if (const int failure = path_status(path, status, true); failure == 0) {
         if (!S_ISDIR(status.st_mode)) {
             throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
         }
         return false;
+    } else if (failure != ENOENT) {
+        throw_io_error(fmt::format("cannot inspect {}", path), failure);
     }
     const std::filesystem::path parent = target.parent_path();
     if (!parent.empty() && parent != target) {
@@ -83,7 +85,7 @@ bool make_directories(const std::string& directory)
     }
     const int failure = run_checked(file_operation::make_directory, path, [&] { return ::mkdir(path.c_str(), 0777); });
     if (failure == EEXIST) {
-        if (::stat(path.c_str(), &status) == 0 && S_ISDIR(status.st_mode)) {
+        if (path_status(path, status, true) == 0 && S_ISDIR(status.st_mode)) {
             return false;  // created concurrently by someone else
         }
         throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
@@ -125,12 +127,11 @@ std::vector<directory_entry> list_directory(const std::string& directory)
         if (type == DT_UNKNOWN) {
             struct stat status {};
             const std::string path = directory + "/" + std::string(name);
-            if (::lstat(path.c_str(), &status) == -1) {
-                if (errno == ENOENT) {
+            if (const int failure = path_status(path, status, false); failure != 0) {
+                if (failure == ENOENT) {
                     continue;  // removed while we were listing
                 }
-                const int error_number = errno;  // read before the message is built: building it may set errno
-                throw_io_error(fmt::format("cannot inspect {}", path), error_number);
+                throw_io_error(fmt::format("cannot inspect {}", path), failure);
             }
             type = S_ISREG(status.st_mode) ? DT_REG : S_ISDIR(status.st_mode) ? DT_DIR : DT_UNKNOWN;
         }

@@ -269,14 +269,14 @@ void rename_file(const std::string& from, const std::string& to)
 bool path_exists(const std::string& path)
 {
     struct stat status {};
-    if (::lstat(path.c_str(), &status) == 0) {
+    const int failure = file_system::path_status(path, status, false);
+    if (failure == 0) {
         return true;
     }
-    if (errno == ENOENT) {
+    if (failure == ENOENT) {
         return false;
     }
-    const int error_number = errno;  // read before the message is built: building it may set errno
-    throw_io_error(fmt::format("cannot inspect {}", path), error_number);
+    throw_io_error(fmt::format("cannot inspect {}", path), failure);
 }
 
 }  // namespace bufferqueue::detail

@@ -79,6 +79,12 @@ int open_descriptor(const std::string& path, int flags)
     return failure != 0 ? -failure : descriptor;
 }
 
+int path_status(const std::string& path, struct stat& status, bool follow_links)
+{
+    return run_checked(file_operation::status, path,
+                       [&] { return follow_links ? ::stat(path.c_str(), &status) : ::lstat(path.c_str(), &status); });
+}
+
 }  // namespace file_system
 
 std::string_view operation_name(file_operation operation) noexcept
@@ -100,6 +106,7 @@ std::string_view operation_name(file_operation operation) noexcept
     case file_operation::list_directory: return "list_directory";
     case file_operation::lock: return "lock";
     case file_operation::seek_data: return "seek_data";
+    case file_operation::status: return "status";
     }
     return "unknown";
 }

@@ -7,6 +7,8 @@
 
 #include "bufferqueue/error.hpp"
 
+#include <sys/stat.h>
+
 #include <cerrno>
 #include <cstdint>
 #include <memory>
@@ -49,5 +51,9 @@ int run_checked(file_operation operation, const std::string& path, Call call)
 
 /// Opens `path` with open(2) `flags` (mode 0666) through the hooks; returns the descriptor or -errno.
 int open_descriptor(const std::string& path, int flags);
+
+/// Fills `status` for `path` with lstat(2) (`follow_links` false) or stat(2), through the hooks
+/// (`file_operation::status`); returns 0 or the error number (ENOENT: nothing there).
+int path_status(const std::string& path, struct stat& status, bool follow_links);
 
 }  // namespace bufferqueue::detail::file_system

@@ -410,6 +410,41 @@ TEST_CASE("file: injected errors reach rename, map, truncate, read and directory
     }
 }
 
+TEST_CASE("file: an injected error on status (stat, lstat) reaches path_exists, make_directories and the removal "
+          "of temporary files, which name the path",
+          "[file][fault]")
+{
+    const temporary_directory directory;
+    write_raw_file(directory.file("data"), {1});
+    SECTION("path_exists")
+    {
+        const detail::scoped_file_hooks hooks(inject(detail::file_operation::status, "data", EIO));
+        const auto failure = error_from([&] { (void)detail::path_exists(directory.file("data")); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(missing_from(failure->what(), {directory.file("data"), "cannot inspect"}) == "");
+    }
+    SECTION("make_directories")
+    {
+        const detail::scoped_file_hooks hooks(inject(detail::file_operation::status, "offsets", EACCES));
+        const auto failure = error_from([&] { detail::make_directories(directory.file("offsets/group")); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(missing_from(failure->what(), {directory.file("offsets/group")}) == "");
+        CHECK_FALSE(std::filesystem::exists(directory.file("offsets")));
+    }
+    SECTION("remove_temporary_files")
+    {
+        const std::string temporary = directory.file("checkpoint") + std::string(detail::temporary_suffix);
+        write_raw_file(temporary, {2});
+        const detail::scoped_file_hooks hooks(inject(detail::file_operation::status, "checkpoint", EIO));
+        const auto failure = error_from([&] { (void)detail::remove_temporary_files(directory.string()); });
+        REQUIRE(failure);
+        CHECK(missing_from(failure->what(), {temporary}) == "");
+        CHECK(std::filesystem::exists(temporary));
+    }
+}
+
 TEST_CASE("file: operations succeed again once the hooks are removed", "[file][fault]")
 {
     const temporary_directory directory;
