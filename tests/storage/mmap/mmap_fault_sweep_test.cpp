@@ -225,7 +225,8 @@ TEST_CASE("mmap fault sweep: an I/O error at any call of any file operation is r
                                          file_operation::truncate,
                                          file_operation::map,
                                          file_operation::open,
-                                         file_operation::remove};
+                                         file_operation::remove,
+                                         file_operation::status};
     std::size_t faults = 0;
     std::size_t failed_calls = 0;
     for (const file_operation operation : operations) {
