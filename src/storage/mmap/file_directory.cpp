@@ -76,7 +76,8 @@ bool make_directories(const std::string& directory)
             throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
         }
         return false;
-    } else if (failure != ENOENT) {
+    } else if (failure != ENOENT && failure != ENOTDIR) {
+        // ENOTDIR: a file is in the way higher up; creating the parents below names it.
         throw_io_error(fmt::format("cannot inspect {}", path), failure);
     }
     const std::filesystem::path parent = target.parent_path();

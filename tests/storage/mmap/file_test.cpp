@@ -484,6 +484,8 @@ TEST_CASE("file: make_directories creates missing parents and reports whether it
     REQUIRE(failure);
     CHECK(failure->code() == errc::io_error);
     CHECK(missing_from(failure->what(), {directory.file("plain"), "Not a directory"}) == "");
+    // It names the file in the way, not the directory it was asked for.
+    CHECK(missing_from(failure->what(), {"cannot create directory " + directory.file("plain") + ":"}) == "");
 }
 
 TEST_CASE("file: rename_file replaces the target and remove_file reports whether anything existed", "[file]")
