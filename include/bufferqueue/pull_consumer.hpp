@@ -69,7 +69,7 @@ public:
 
     /// Made by `buffer_queue::create_pull_consumers`; `dead_letters` when the options name a
     /// dead-letter topic.
-    explicit pull_consumer(std::shared_ptr<detail::consumer_base<T>> state,
+    explicit pull_consumer(std::shared_ptr<detail::consumer_base> state,
                            std::shared_ptr<detail::dead_letter_route<T>> dead_letters = nullptr) noexcept
         : state_(std::move(state)), dead_letters_(std::move(dead_letters))
     {
@@ -133,7 +133,7 @@ public:
         }
         using awaitable_token = detail::use_awaitable_token<std::decay_t<CompletionToken>>;
         if constexpr (awaitable_token::value) {
-            const std::shared_ptr<detail::consumer_base<T>>& state = require_state();
+            const std::shared_ptr<detail::consumer_base>& state = require_state();
             if (detail::inline_consumes_in_a_row < detail::max_inline_consumes && !state->runner().blocking() &&
                 state->likely_ready()) {
                 ++detail::inline_consumes_in_a_row;
@@ -151,14 +151,17 @@ public:
     /// without one; `unreadable_record()` and `skip()` step past such a record.
     std::optional<batch<T>> try_consume()
     {
-        detail::consume_attempt<T> attempt = require_state()->begin_consume(false);
+        detail::consume_attempt attempt = require_state()->begin_consume(false);
         if (attempt.error) {
             throw error(
                 static_cast<errc>(attempt.error.value()),
                 detail::format_message("{}: {}", describe(),
                                        attempt.error_detail.empty() ? attempt.error.message() : attempt.error_detail));
         }
-        return std::move(attempt.delivered);
+        if (!attempt.delivered) {
+            return std::nullopt;
+        }
+        return attempt.delivered->template typed<T>();
     }
 
     /// Commits the most recently delivered batch (manual commit). Signature
@@ -284,7 +287,7 @@ public:
     std::uint64_t lag() const { return require_state()->lag(); }
 
 private:
-    const std::shared_ptr<detail::consumer_base<T>>& require_state() const
+    const std::shared_ptr<detail::consumer_base>& require_state() const
     {
         if (!state_) {
             throw error(errc::invalid_argument, "pull_consumer: used after it was moved from");
@@ -294,7 +297,7 @@ private:
 
     std::string describe() const { return detail::describe_pull_consumer(*state_); }
 
-    std::shared_ptr<detail::consumer_base<T>> state_;
+    std::shared_ptr<detail::consumer_base> state_;
     std::shared_ptr<detail::dead_letter_route<T>> dead_letters_;  // null without a dead-letter topic
 };
 

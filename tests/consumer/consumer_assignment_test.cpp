@@ -5,7 +5,10 @@
 #include "catch.hpp"
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <optional>
+#include <span>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -15,17 +18,29 @@ namespace {
 
 namespace bq = bufferqueue;
 
-/// The least a partition must offer consumer_assignment: a cursor type and release_batch.
-struct counting_partition {
+/// A partition that counts the batches released on each cursor; its other calls are never made here.
+struct counting_partition final : bq::detail::partition_reader {
     struct cursor {
         int releases = 0;
     };
-    void release_batch(cursor& each) noexcept { ++each.releases; }
+    void release_batch(void* each) noexcept override { ++static_cast<cursor*>(each)->releases; }
+
+    void pull(void*, std::size_t, bq::detail::pulled_items& pulled) override { pulled.count = 0; }
+    std::size_t pull_first(std::span<const bq::detail::partition_assignment> entries, std::size_t, std::size_t,
+                           bq::detail::pulled_items&, std::size_t&) override
+    {
+        return entries.size();
+    }
+    std::uint64_t commit(void*, std::uint64_t) override { return 0; }
+    bool has_data(const void*) const noexcept override { return false; }
+    std::optional<bq::unreadable_record> unreadable(const void*) const noexcept override { return {}; }
+    std::uint64_t end_items() const noexcept override { return 0; }
+    std::uint64_t committed_items(const void*) const noexcept override { return 0; }
 };
 
-using assignment = bq::detail::consumer_assignment<counting_partition>;
+using assignment = bq::detail::consumer_assignment;
 using entry = assignment::entry;
-using set = bq::detail::assignment_set<counting_partition>;
+using set = bq::detail::assignment_set;
 
 struct fixture {
     counting_partition storage;

@@ -13,17 +13,30 @@
 
 namespace bufferqueue::detail {
 
-/// Posts `handler(args...)` to the handler's associated executor (or `fallback`). Completing
-/// inside the initiating call would recurse into `use_awaitable` coroutines, so an initiating call
-/// that completes at once goes through here; a wait resumed later may complete with
-/// `pending_completion::dispatch` instead.
-template <class Handler, class Executor, class... Args>
+/// How a completion's arguments reach its handler: as they are. An operation whose completion
+/// arguments are not the handler's own (a consume completes with an `untyped_batch`, its handler
+/// takes `batch<T>`) names another delivery, a default-constructible callable invoked as
+/// `Delivery{}(std::move(handler), args...)`; the handler's associated executor, allocator and
+/// cancellation slot stay its own.
+struct invoke_handler {
+    template <class Handler, class... Args>
+    void operator()(Handler&& handler, Args&&... args) const
+    {
+        std::forward<Handler>(handler)(std::forward<Args>(args)...);
+    }
+};
+
+/// Posts `handler(args...)` (through `Delivery`) to the handler's associated executor (or
+/// `fallback`). Completing inside the initiating call would recurse into `use_awaitable`
+/// coroutines, so an initiating call that completes at once goes through here; a wait resumed later
+/// may complete with `pending_completion::dispatch` instead.
+template <class Delivery = invoke_handler, class Handler, class Executor, class... Args>
 void post_completion(Handler&& handler, const Executor& fallback, Args&&... args)
 {
     auto executor = boost::asio::get_associated_executor(handler, fallback);
     boost::asio::post(executor, [handler = std::forward<Handler>(handler),
                                  arguments = std::make_tuple(std::forward<Args>(args)...)]() mutable {
-        std::apply(std::move(handler), std::move(arguments));
+        std::apply([&handler](auto&... each) { Delivery{}(std::move(handler), std::move(each)...); }, arguments);
     });
 }
 
@@ -76,7 +89,9 @@ boost::asio::any_io_executor continuation_executor(const Handler& handler, const
     }
 }
 
-template <class Handler, class... Args>
+/// `pending_completion<Args...>` over a handler of type `Handler`, which `Delivery` calls (see
+/// `invoke_handler`).
+template <class Handler, class Delivery, class... Args>
 class handler_completion final : public pending_completion<Args...> {
 public:
     handler_completion(Handler handler, const boost::asio::any_io_executor& fallback)
@@ -119,7 +134,7 @@ private:
 #endif
         auto executor = boost::asio::get_associated_executor(handler_, this->work_);
         auto function = [handler = std::move(handler_), arguments = std::make_tuple(std::move(args)...)]() mutable {
-            std::apply(std::move(handler), std::move(arguments));
+            std::apply([&handler](auto&... each) { Delivery{}(std::move(handler), std::move(each)...); }, arguments);
         };
         if constexpr (Dispatch) {
             boost::asio::dispatch(executor, std::move(function));
@@ -132,13 +147,22 @@ private:
     Handler handler_;
 };
 
+/// Erases `handler` into a heap-allocated pending completion, whose arguments reach the handler
+/// through `Delivery` (see `invoke_handler`).
+template <class Delivery, class... Args, class Handler>
+std::unique_ptr<pending_completion<Args...>> make_delivering_completion(Handler&& handler,
+                                                                        const boost::asio::any_io_executor& fallback)
+{
+    return std::make_unique<handler_completion<std::decay_t<Handler>, Delivery, Args...>>(
+        std::forward<Handler>(handler), fallback);
+}
+
 /// Erases `handler` into a heap-allocated pending completion.
 template <class... Args, class Handler>
 std::unique_ptr<pending_completion<Args...>> make_pending_completion(Handler&& handler,
                                                                      const boost::asio::any_io_executor& fallback)
 {
-    return std::make_unique<handler_completion<std::decay_t<Handler>, Args...>>(std::forward<Handler>(handler),
-                                                                                fallback);
+    return make_delivering_completion<invoke_handler, Args...>(std::forward<Handler>(handler), fallback);
 }
 
 /// Runs `work` on `pool` (threads where file I/O may block) and completes `handler` with the error

@@ -51,13 +51,16 @@ public:
     /// allowed and returns the completion arguments (`std::optional<std::tuple<Args...>>`, the
     /// first an error code), or nothing when the operation must wait; then
     /// `std::move(operation).wait(completion)` parks the type-erased completion (allocated only
-    /// then, for storage that never blocks). Completions are posted, never run inside this call;
-    /// the pool refusing the work completes with `errc::closed` (the other arguments empty).
+    /// then, for storage that never blocks). The arguments reach the handler through
+    /// `Operation::delivery` when the operation names one (see `invoke_handler`), else as they are.
+    /// Completions are posted, never run inside this call; the pool refusing the work completes
+    /// with `errc::closed` (the other arguments empty).
     template <class... Args, class Handler, class Operation>
     void start(Handler&& handler, const boost::asio::any_io_executor& fallback, Operation operation) const
     {
+        using delivery = typename delivery_of<Operation>::type;
         if (pool_) {
-            auto completion = make_pending_completion<Args...>(std::forward<Handler>(handler), fallback);
+            auto completion = make_delivering_completion<delivery, Args...>(std::forward<Handler>(handler), fallback);
             const bool posted = pool_->post([&] {
                 return [completion = std::move(completion), operation = std::move(operation)]() mutable {
                     if (std::optional<std::tuple<Args...>> done = operation.attempt()) {
@@ -75,12 +78,13 @@ public:
         if (std::optional<std::tuple<Args...>> done = operation.attempt()) {
             std::apply(
                 [&](Args&... arguments) {
-                    post_completion(std::forward<Handler>(handler), fallback, std::move(arguments)...);
+                    post_completion<delivery>(std::forward<Handler>(handler), fallback, std::move(arguments)...);
                 },
                 *done);
             return;
         }
-        std::move(operation).wait(make_pending_completion<Args...>(std::forward<Handler>(handler), fallback));
+        std::move(operation).wait(
+            make_delivering_completion<delivery, Args...>(std::forward<Handler>(handler), fallback));
     }
 
     /// Continues a parked operation off the thread that woke it: posts the function `make()`
@@ -96,6 +100,19 @@ public:
     }
 
 private:
+    template <class Operation>
+    struct delivery_of {
+        using type = invoke_handler;
+    };
+    template <class Operation>
+        requires requires
+        {
+            typename Operation::delivery;
+        }
+    struct delivery_of<Operation> {
+        using type = typename Operation::delivery;
+    };
+
     template <class Error, class... Rest>
     static void complete_closed(pending_completion<Error, Rest...>& completion)
     {

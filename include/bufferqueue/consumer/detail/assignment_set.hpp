@@ -2,9 +2,9 @@
 // that changes only between its operations.
 #pragma once
 
+#include "bufferqueue/consumer/detail/partition_reader.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
-#include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
 #include <atomic>
@@ -19,49 +19,20 @@
 
 namespace bufferqueue::detail {
 
-/// One partition a consumer reads: its storage, its signal and the group's cursor in it.
-template <class Partition>
-struct partition_assignment {
-    std::size_t partition = 0;
-    Partition* storage = nullptr;
-    partition_signal* signal = nullptr;
-    typename Partition::cursor* cursor = nullptr;
-};
-
 /// An immutable set of assignments, ascending by partition. Shared between the consumer's
 /// operations and whoever publishes the next set, so a scan never sees it change.
-template <class Partition>
 class assignment_set {
 public:
-    using entry = partition_assignment<Partition>;
+    using entry = partition_assignment;
 
     /// Sorts `entries` by partition; a partition given twice is kept once. Allocates.
-    explicit assignment_set(std::vector<entry> entries) : entries_(std::move(entries))
-    {
-        std::sort(entries_.begin(), entries_.end(),
-                  [](const entry& left, const entry& right) { return left.partition < right.partition; });
-        entries_.erase(
-            std::unique(entries_.begin(), entries_.end(),
-                        [](const entry& left, const entry& right) { return left.partition == right.partition; }),
-            entries_.end());
-        partitions_.reserve(entries_.size());
-        for (const entry& each : entries_) {
-            partitions_.push_back(each.partition);
-        }
-    }
+    explicit assignment_set(std::vector<entry> entries);
 
     std::span<const entry> entries() const noexcept { return entries_; }
     const std::vector<std::size_t>& partitions() const noexcept { return partitions_; }
 
     /// Items of these partitions their group has not committed (`lag_items` summed). Lock-free.
-    std::uint64_t lag() const noexcept
-    {
-        std::uint64_t total = 0;
-        for (const entry& each : entries_) {
-            total += lag_items(*each.storage, *each.cursor);
-        }
-        return total;
-    }
+    std::uint64_t lag() const noexcept;
 
     bool contains(std::size_t partition) const noexcept
     {
@@ -69,24 +40,10 @@ public:
     }
 
     /// This set and `added`. Allocates.
-    std::shared_ptr<const assignment_set> with(std::span<const entry> added) const
-    {
-        std::vector<entry> joined(entries_.begin(), entries_.end());
-        joined.insert(joined.end(), added.begin(), added.end());
-        return std::make_shared<const assignment_set>(std::move(joined));
-    }
+    std::shared_ptr<const assignment_set> with(std::span<const entry> added) const;
 
     /// This set without `removed`. Allocates.
-    std::shared_ptr<const assignment_set> without(std::span<const std::size_t> removed) const
-    {
-        std::vector<entry> kept;
-        for (const entry& each : entries_) {
-            if (std::find(removed.begin(), removed.end(), each.partition) == removed.end()) {
-                kept.push_back(each);
-            }
-        }
-        return std::make_shared<const assignment_set>(std::move(kept));
-    }
+    std::shared_ptr<const assignment_set> without(std::span<const std::size_t> removed) const;
 
 private:
     std::vector<entry> entries_;
@@ -98,11 +55,10 @@ private:
 /// thread. While nobody publishes, the scan pays one atomic load per rotation and nothing else.
 /// Also tracks the delivered batch: the one still held (its items stay valid) and the one a
 /// commit applies to, which a revoke makes uncommittable.
-template <class Partition>
 class consumer_assignment {
 public:
-    using entry = partition_assignment<Partition>;
-    using set_pointer = std::shared_ptr<const assignment_set<Partition>>;
+    using entry = partition_assignment;
+    using set_pointer = std::shared_ptr<const assignment_set>;
 
     explicit consumer_assignment(set_pointer initial) : current_(initial), latest_(std::move(initial)) {}
 
@@ -110,31 +66,17 @@ public:
     /// is true (a seq_cst store, for the consumer's idle check).
     /// A partition in the replaced latest set but not in `next` is remembered until `adopt`, which
     /// lets it go even if the consumer never adopted the set that held it. Allocates.
-    void publish(set_pointer next)
-    {
-        std::lock_guard lock(mutex_);
-        for (const std::size_t partition : latest_->partitions()) {
-            if (!next->contains(partition)) {
-                dropped_.push_back(partition);
-            }
-        }
-        latest_ = std::move(next);
-        reassigned_.store(true, std::memory_order_seq_cst);
-    }
+    void publish(set_pointer next);
 
     /// Any thread: the latest published set.
-    set_pointer latest() const
-    {
-        std::lock_guard lock(mutex_);
-        return latest_;
-    }
+    set_pointer latest() const;
 
     /// Any thread: a set was published since the last `adopt`.
     bool reassigned() const noexcept { return reassigned_.load(std::memory_order_seq_cst); }
 
     // The members below belong to the thread owning the consumer's operation.
 
-    const assignment_set<Partition>& current() const noexcept { return *current_; }
+    const assignment_set& current() const noexcept { return *current_; }
 
     /// Called only through `ring_reader::adopt_latest`, which restarts the ring with the set.
     /// Makes the latest set current and calls `released(partition)` for each partition the consumer
@@ -190,19 +132,7 @@ public:
 
     /// Releases the held batch, if any; returns its partition when the consumer no longer reads it
     /// (revoked while the batch was held), for the caller to report as released.
-    std::optional<std::size_t> release_held() noexcept
-    {
-        if (!holding_) {
-            return std::nullopt;
-        }
-        holding_ = false;
-        last_.storage->release_batch(*last_.cursor);
-        if (!held_left_) {
-            return std::nullopt;
-        }
-        held_left_ = false;
-        return last_.partition;
-    }
+    std::optional<std::size_t> release_held() noexcept;
 
     /// The partition of the last delivered batch (valid after a delivery).
     const entry& last() const noexcept { return last_; }

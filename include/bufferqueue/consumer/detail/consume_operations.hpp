@@ -31,31 +31,44 @@
 namespace bufferqueue::detail {
 
 /// "pull consumer of topic 't' group 'g'": how errors name a consumer.
-template <class T>
-std::string describe_pull_consumer(const consumer_base<T>& state)
+inline std::string describe_pull_consumer(const consumer_base& state)
 {
     return format_message("pull consumer of topic '{}' group '{}'", state.topic_name(), state.group_name());
 }
 
+/// How a consume's completion reaches its handler: the consumer machinery completes it with an
+/// `untyped_batch`, the handler takes `batch<T>` (see `invoke_handler`). No allocation of its own.
+template <class T>
+struct deliver_typed_batch {
+    template <class Handler>
+    void operator()(Handler&& handler, boost::system::error_code error, untyped_batch delivered) const
+    {
+        std::forward<Handler>(handler)(error, delivered.typed<T>());
+    }
+};
+
 /// One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
 /// memory; on the I/O pool for mmap, where an auto-commit's fsync runs too) and completes, or
-/// parks the consume until data arrives.
+/// parks the consume until data arrives. Its completion arguments are `(error_code,
+/// untyped_batch)`, delivered as `batch<T>`.
 template <class T>
 struct consume_step {
-    std::shared_ptr<consumer_base<T>> state;
+    using delivery = deliver_typed_batch<T>;
 
-    std::optional<std::tuple<boost::system::error_code, batch<T>>> attempt()
+    std::shared_ptr<consumer_base> state;
+
+    std::optional<std::tuple<boost::system::error_code, untyped_batch>> attempt()
     {
-        consume_attempt<T> attempt = state->begin_consume(true);
+        consume_attempt attempt = state->begin_consume(true);
         if (attempt.error || attempt.delivered) {
-            return std::tuple(attempt.error, attempt.delivered.value_or(batch<T>()));
+            return std::tuple(attempt.error, attempt.delivered.value_or(untyped_batch()));
         }
         return std::nullopt;
     }
 
-    void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) &&
+    void wait(std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion) &&
     {
-        consumer_base<T>& target = *state;
+        consumer_base& target = *state;
         target.wait(std::move(completion));
     }
 };
@@ -64,10 +77,10 @@ struct consume_step {
 template <class T>
 struct initiate_consume {
     template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
-        const consumer_base<T>& target = *state;
-        target.runner().template start<boost::system::error_code, batch<T>>(
+        const consumer_base& target = *state;
+        target.runner().template start<boost::system::error_code, untyped_batch>(
             std::forward<Handler>(handler), target.default_executor(), consume_step<T>{std::move(state)});
     }
 };
@@ -76,11 +89,11 @@ struct initiate_consume {
 template <class T>
 struct initiate_wait {
     template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
-        consumer_base<T>& target = *state;
-        target.wait(make_pending_completion<boost::system::error_code, batch<T>>(std::forward<Handler>(handler),
-                                                                                 target.default_executor()));
+        consumer_base& target = *state;
+        target.wait(make_delivering_completion<deliver_typed_batch<T>, boost::system::error_code, untyped_batch>(
+            std::forward<Handler>(handler), target.default_executor()));
     }
 };
 
@@ -106,7 +119,7 @@ inline thread_local unsigned inline_consumes_in_a_row = 0;
 /// A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
 template <class T>
 struct skip_step {
-    std::shared_ptr<consumer_base<T>> state;
+    std::shared_ptr<consumer_base> state;
 
     std::optional<std::tuple<boost::system::error_code, skipped_record>> attempt()
     {
@@ -125,9 +138,9 @@ struct skip_step {
 template <class T>
 struct initiate_skip {
     template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
-        const consumer_base<T>& target = *state;
+        const consumer_base& target = *state;
         target.runner().template start<boost::system::error_code, skipped_record>(
             std::forward<Handler>(handler), target.default_executor(), skip_step<T>{std::move(state)});
     }
@@ -137,9 +150,9 @@ struct initiate_skip {
 template <class T>
 struct initiate_commit {
     template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state) const
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
-        const consumer_base<T>& target = *state;
+        const consumer_base& target = *state;
         target.runner().complete(std::forward<Handler>(handler), target.default_executor(),
                                  [state = std::move(state)] { return state->commit(); });
     }
@@ -158,7 +171,7 @@ struct initiate_commit {
 /// `pull_consumer::consume`).
 template <class T>
 boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
-routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_letter_route<T>> route)
+routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter_route<T>> route)
 {
     const auto consumer = [&state] { return describe_pull_consumer(*state); };  // only when a failure is recorded
     route->record({}, {}, consumer);
@@ -222,14 +235,14 @@ routed_consume(std::shared_ptr<consumer_base<T>> state, std::shared_ptr<dead_let
 /// `use_awaitable` throws them (`boost::system::system_error`). `pull_consumer::consume` sends
 /// every `max_inline_consumes + 1`-th consume in a row on a thread the posted way instead.
 template <class T, class Executor>
-boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consumer_base<T>> state)
+boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consumer_base> state)
 {
-    consume_attempt<T> attempt = state->begin_consume(true);
+    consume_attempt attempt = state->begin_consume(true);
     if (attempt.error) {
         throw boost::system::system_error(attempt.error);
     }
     if (attempt.delivered) {
-        co_return std::move(*attempt.delivered);
+        co_return attempt.delivered->template typed<T>();
     }
     boost::asio::use_awaitable_t<Executor> token;
     co_return co_await boost::asio::async_initiate<decltype(token), void(boost::system::error_code, batch<T>)>(
@@ -245,7 +258,7 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
 template <class T>
 struct initiate_routed_consume {
     template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base<T>> state,
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state,
                     std::shared_ptr<dead_letter_route<T>> route) const
     {
         auto executor = boost::asio::get_associated_executor(handler, state->default_executor());

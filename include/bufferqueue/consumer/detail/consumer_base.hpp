@@ -15,17 +15,35 @@
 #include <cstdint>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace bufferqueue::detail {
 
+/// A delivered batch with its item type erased, as the consumer machinery (compiled once for every
+/// item type, src/consumer/) hands it out: `count` objects of the consumer's item type at `items`,
+/// from `partition`, with their `offsets` when the storage reports them. `typed<T>()` is the batch
+/// the user receives; `T` must be the consumer's item type (the registry checks it when it creates
+/// the handle). A view; never allocates.
+struct untyped_batch {
+    const void* items = nullptr;
+    std::size_t count = 0;
+    std::size_t partition = 0;
+    std::span<const std::uint64_t> offsets{};
+
+    template <class T>
+    batch<T> typed() const noexcept
+    {
+        return batch<T>(std::span<const T>(static_cast<const T*>(items), count), partition, offsets);
+    }
+};
+
 /// What `consume()` found without waiting: an error, a delivered batch, or neither (the consume
 /// waits). A value; not thread-safe, owned by the operation that started the consume.
-template <class T>
 struct consume_attempt {
     boost::system::error_code error{};
-    std::optional<batch<T>> delivered{};
+    std::optional<untyped_batch> delivered{};
     std::string error_detail{};  // what the storage reported with `error`, when it said more than the code
 };
 
@@ -34,8 +52,8 @@ struct consume_attempt {
 /// `begin_consume` to its completion, `commit`, `skip`, `unreadable`) at a time, and one started
 /// while another is pending fails with `errc::operation_in_progress`; `close`, `cancel` and the
 /// const members may be called from any thread. Operations report errors as `bufferqueue::errc`
-/// codes (see `pull_consumer`); the members that allocate may throw `std::bad_alloc`.
-template <class T>
+/// codes (see `pull_consumer`); the members that allocate may throw `std::bad_alloc`. Item-type
+/// free: batches are `untyped_batch`es, which the typed handles turn into `batch<T>`.
 class consumer_base {
 public:
     consumer_base(const consumer_base&) = delete;
@@ -44,9 +62,9 @@ public:
 
     /// Starts a consume: fails, delivers a batch, or (when `will_wait`) leaves the consumer busy
     /// for `wait`.
-    virtual consume_attempt<T> begin_consume(bool will_wait) = 0;
+    virtual consume_attempt begin_consume(bool will_wait) = 0;
     /// Suspends the started consume until data arrives or the consumer closes.
-    virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>> completion) = 0;
+    virtual void wait(std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion) = 0;
     virtual boost::system::error_code commit() = 0;
     /// Commits past the record the last consume failed on, filling `skipped` (see `pull_consumer::skip`).
     virtual boost::system::error_code skip(skipped_record& skipped) = 0;

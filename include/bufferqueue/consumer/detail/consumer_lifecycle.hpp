@@ -27,10 +27,9 @@ namespace bufferqueue::detail {
 /// from its group when its last operation ends. Not thread-safe by itself: `busy_` hands the reader
 /// from one thread to the next; `parked_` and the assignment's published sets are thread-safe.
 /// Allocation: `record_outcome` builds `last_error` text; `detach` calls the group's membership.
-template <class T, class Partition>
 class consumer_lifecycle {
 public:
-    using set_pointer = typename consumer_assignment<Partition>::set_pointer;
+    using set_pointer = consumer_assignment::set_pointer;
 
     consumer_lifecycle(consumer_context context, const pull_consumer_options& options, set_pointer assignments)
         : context_(std::move(context)),
@@ -132,13 +131,13 @@ protected:
 
     // Owned by the operation in progress (busy_ hands it over between threads), except the
     // assignment's thread-safe members.
-    ring_reader<T, Partition> reader_;
+    ring_reader reader_;
     operation_flag busy_;
     bool counted_ = false;               // set before the consumer is shared
     std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
     last_error_record last_error_;
 
-    parked_consume<T> parked_;  // thread-safe
+    parked_consume parked_;  // thread-safe
 };
 
 }  // namespace bufferqueue::detail

@@ -1,7 +1,7 @@
 // Internal: the park/wake hand-over of a consumer's waiting consume between threads.
 #pragma once
 
-#include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/consumer_base.hpp"
 #include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
@@ -16,10 +16,9 @@ namespace bufferqueue::detail {
 /// The state a consumer's park/wake protocol shares between threads, under one short lock: the
 /// parked completion, the one a wake-up claimed, and the flags that make a consume about to park
 /// retry instead (data arrived, cancel, close, a new assignment). Thread-safe; never allocates.
-template <class T>
 class parked_consume {
 public:
-    using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, batch<T>>>;
+    using completion_ptr = std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>>;
 
     /// Takes `busy` for a new operation and forgets an earlier cancel; false when another operation
     /// holds `busy`. Under the lock with the reset, so a cancel that sees the operation busy is never

@@ -68,7 +68,7 @@ public:
     basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
         : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
           partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
-          executor_(std::move(configuration.executor)), slots_(std::move(slots)),
+          executor_(std::move(configuration.executor)), slots_(std::move(slots)), slot_bases_(erased(slots_)),
           resources_(std::move(configuration.resources)),
           produce_runner_(storage_appends_block<Partition>() ? configuration.blocking_pool : nullptr),
           runner_(std::move(configuration.blocking_pool)),
@@ -188,8 +188,8 @@ public:
         }
     }
 
-    std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
-                                                                    std::size_t count) override
+    std::vector<std::shared_ptr<consumer_base>> create_consumers(const pull_consumer_options& options,
+                                                                 std::size_t count) override
     {
         consumer_context context{.topic_name = name_,
                                  .executor = executor_,
@@ -197,7 +197,7 @@ public:
                                  .topic_closed = &closed_,
                                  .gate = gate_ ? &*gate_ : nullptr,
                                  .keep_alive = this->shared_from_this()};
-        return groups_.create(name_, slots_, options, count, context);  // tells the membership
+        return groups_.create(name_, slot_bases_, options, count, context);  // tells the membership
     }
 
     topic_stats stats() override
@@ -205,14 +205,15 @@ public:
         if (membership_) {
             membership_->refresh_statistics();
         }
-        return collect_topic_stats<Partition>(name_, type_name_, slots_, groups_, gate_ ? &*gate_ : nullptr);
+        return collect_topic_stats(name_, type_name_, storage_backend_name<Partition>(), slot_bases_, groups_,
+                                   gate_ ? &*gate_ : nullptr);
     }
 
-    bool has_group(const std::string& group) override { return groups_.has_group(slots_, group); }
+    bool has_group(const std::string& group) override { return groups_.has_group(slot_bases_, group); }
 
     bool remove_group(const std::string& group) override
     {
-        const bool here = groups_.remove(name_, slots_, group, closed_, gate_ ? &*gate_ : nullptr);
+        const bool here = groups_.remove(name_, slot_bases_, group, closed_, gate_ ? &*gate_ : nullptr);
         const bool elsewhere = membership_ ? membership_->remove_group(group) : false;
         return here || elsewhere;
     }
@@ -248,6 +249,16 @@ public:
 private:
     friend class produce_waiter<T, basic_topic>;
 
+    static std::vector<partition_slot_base*> erased(const std::vector<std::unique_ptr<slot_type>>& slots)
+    {
+        std::vector<partition_slot_base*> bases;
+        bases.reserve(slots.size());
+        for (const auto& slot : slots) {
+            bases.push_back(slot.get());
+        }
+        return bases;
+    }
+
     // Routes and stores items whose room (if bounded) is already reserved, in the lane of the
     // producing thread `producer` (a `producer_thread_number`; `calling_producer_thread`: this
     // one), moving them in when `movable`; `acknowledgements`: the awaited produce the partitions'
@@ -270,13 +281,14 @@ private:
     const bufferqueue::full_mode full_mode_;
     const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
+    const std::vector<partition_slot_base*> slot_bases_;  // slots_, erased: what the consumer groups use
     std::optional<capacity_gate> gate_;
     std::shared_ptr<void> resources_;      // released by close()
     const storage_runner produce_runner_;  // decided once: the pool when appends block, else inline
     const storage_runner runner_;          // decided once: the consumers' (the I/O pool for blocking storage)
     topic_router<T, Partition> router_;    // over slots_
     alignas(64) std::atomic<bool> closed_{false};
-    consumer_groups<T, Partition> groups_;
+    consumer_groups groups_;
     // Outside membership, when the backend has it (destroyed before groups_, which the port reaches).
     std::shared_ptr<group_membership> membership_;
     std::shared_ptr<membership_link> link_;  // the port's way in; cleared when the topic closes

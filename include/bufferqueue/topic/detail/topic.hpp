@@ -1,5 +1,5 @@
 // Internal: the type-erased faces of a typed topic that the registry and the handles use (the
-// consumer's face, `consumer_base<T>`, is the consumer layer's: consumer/detail/consumer_base.hpp).
+// consumer's face, `consumer_base`, is the consumer layer's: consumer/detail/consumer_base.hpp).
 #pragma once
 
 #include "bufferqueue/consumer/detail/consumer_base.hpp"
@@ -114,9 +114,10 @@ public:
     /// Waits for room (wait mode) and stores the operation's items, then completes it.
     virtual void produce_waiting(std::unique_ptr<produce_operation<T>> operation) = 0;
 
-    /// Creates `count` consumers of a new group, or of a group whose consumers are all closed.
-    virtual std::vector<std::shared_ptr<consumer_base<T>>> create_consumers(const pull_consumer_options& options,
-                                                                            std::size_t count) = 0;
+    /// Creates `count` consumers of a new group, or of a group whose consumers are all closed; their
+    /// batches hold items `T`.
+    virtual std::vector<std::shared_ptr<consumer_base>> create_consumers(const pull_consumer_options& options,
+                                                                         std::size_t count) = 0;
     /// True when some partition holds a position for `group`, or a consumer of it was created.
     virtual bool has_group(const std::string& group) = 0;
     /// See `buffer_queue::remove_group`.
