@@ -173,8 +173,8 @@ public:
     template <class CompletionToken = default_completion_token>
     auto commit(CompletionToken&& token = default_completion_token())
     {
-        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            detail::initiate_commit<T>{}, token, require_state());
+        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(detail::initiate_commit{},
+                                                                                             token, require_state());
     }
 
     /// Steps past the record that made this consumer's last `consume()` (or `try_consume()`) fail
@@ -192,7 +192,7 @@ public:
     auto skip(CompletionToken&& token = default_completion_token())
     {
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, skipped_record)>(
-            detail::initiate_skip<T>{}, token, require_state());
+            detail::initiate_skip{}, token, require_state());
     }
 
     /// The record `skip()` would step past now - partition, offsets and a copy of its stored bytes -

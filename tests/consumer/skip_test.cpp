@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <optional>
@@ -127,6 +128,34 @@ TEST_CASE("skip: a consumer steps past a record that does not decode and receive
     reopened.add_topic(events_topic(directory));
     auto consumer = reopened.create_pull_consumer<std::string>({.topic = "events", .group = "g"});
     CHECK(values(consumer.try_consume()) == std::vector<std::string>{"last", "after"});
+}
+
+TEST_CASE("skip: a record that does not decode is found in its own partition, and the ring moves past it",
+          "[consumer][mmap]")
+{
+    // One consumer over 3 partitions: 0 empty, 1 holding the poison, 2 a good record. The scan starts
+    // at partition 0 and fails at 1: the failure must name partition 1 (not where the scan started),
+    // and the next consume must go on at partition 2 instead of failing on 1 again.
+    const temporary_directory directory;
+    boost::asio::io_context io;
+    bq::buffer_queue queue(io.get_executor());
+    auto options = events_topic(directory);
+    options.partitions = 3;
+    options.partition_key = [](const std::string& item) -> std::int64_t {
+        return item == "poison" ? 2 : 3;  // key k: partition k - 1
+    };
+    queue.add_topic(std::move(options));
+    auto producer = queue.producer<std::string>("events");
+    REQUIRE(producer.try_produce(std::vector<std::string>{"poison", "good"}));
+    auto consumer = queue.create_pull_consumer<std::string>({.topic = "events", .group = "g"});
+
+    CHECK(consume_error(consumer) == bq::errc::corrupt_data);
+    const std::optional<bq::skipped_record> described = consumer.unreadable_record();
+    REQUIRE(described);
+    CHECK(described->partition == 1);
+    const std::optional<bq::batch<std::string>> next = consumer.try_consume();
+    CHECK(values(next) == std::vector<std::string>{"good"});
+    CHECK(next->partition() == 2);
 }
 
 TEST_CASE("skip: nothing to skip after a consume that succeeded, on memory topics and on a damaged record frame",

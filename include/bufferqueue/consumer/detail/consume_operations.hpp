@@ -117,7 +117,6 @@ inline constexpr unsigned max_inline_consumes = 16;
 inline thread_local unsigned inline_consumes_in_a_row = 0;
 
 /// A skip never waits: `attempt` always completes (the runner's `wait` path is never taken).
-template <class T>
 struct skip_step {
     std::shared_ptr<consumer_base> state;
 
@@ -135,19 +134,17 @@ struct skip_step {
 };
 
 /// `skip()`.
-template <class T>
 struct initiate_skip {
     template <class Handler>
     void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
         const consumer_base& target = *state;
         target.runner().template start<boost::system::error_code, skipped_record>(
-            std::forward<Handler>(handler), target.default_executor(), skip_step<T>{std::move(state)});
+            std::forward<Handler>(handler), target.default_executor(), skip_step{std::move(state)});
     }
 };
 
 /// `commit()`.
-template <class T>
 struct initiate_commit {
     template <class Handler>
     void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
@@ -211,7 +208,7 @@ routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter
         boost::system::error_code skipped;
         auto skip_token = boost::asio::redirect_error(boost::asio::use_awaitable, skipped);
         (void)co_await boost::asio::async_initiate<decltype(skip_token),
-                                                   void(boost::system::error_code, skipped_record)>(initiate_skip<T>{},
+                                                   void(boost::system::error_code, skipped_record)>(initiate_skip{},
                                                                                                     skip_token, state);
         if (skipped) {
             route->record(skipped,

@@ -65,19 +65,11 @@ public:
     virtual bool has_data(const void* cursor) const noexcept = 0;
     /// `storage.unreadable(cursor)` for a `skipping_partition`, else nothing.
     virtual std::optional<unreadable_record> unreadable(const void* cursor) const noexcept = 0;
-    /// `storage.end_items()`.
-    virtual std::uint64_t end_items() const noexcept = 0;
     /// `storage.committed_items(cursor)`.
     virtual std::uint64_t committed_items(const void* cursor) const noexcept = 0;
-
-    /// The items the cursor's group has not committed (`lag_items`). Noexcept, lock-free as the
-    /// statistics members are.
-    std::uint64_t lag(const void* cursor) const noexcept
-    {
-        const std::uint64_t end = end_items();
-        const std::uint64_t committed = committed_items(cursor);
-        return end > committed ? end - committed : 0;
-    }
+    /// `lag_items(storage, cursor)`: the items the cursor's group has not committed. Noexcept,
+    /// lock-free as the statistics members are.
+    virtual std::uint64_t lag(const void* cursor) const noexcept = 0;
 
 protected:
     partition_reader() = default;

@@ -32,6 +32,8 @@ public:
     virtual bool has_group(std::string_view group) const = 0;
     /// `storage.remove_group(group)`: the items no group holds any more.
     virtual std::uint64_t remove_group(std::string_view group) = 0;
+    /// `storage.end_items()`.
+    virtual std::uint64_t end_items() const noexcept = 0;
     /// `storage.earliest_items()`.
     virtual std::uint64_t earliest_items() const noexcept = 0;
     /// `storage.maintenance_failures()` where the storage has it, else 0.
@@ -117,15 +119,19 @@ public:
             return std::nullopt;
         }
     }
-    std::uint64_t end_items() const noexcept override { return storage.end_items(); }
     std::uint64_t committed_items(const void* position) const noexcept override
     {
         return storage.committed_items(*static_cast<const cursor*>(position));
+    }
+    std::uint64_t lag(const void* position) const noexcept override
+    {
+        return lag_items(storage, *static_cast<const cursor*>(position));
     }
 
     void* open_cursor(std::string_view group) override { return &storage.open_cursor(group); }
     bool has_group(std::string_view group) const override { return storage.has_group(group); }
     std::uint64_t remove_group(std::string_view group) override { return storage.remove_group(group); }
+    std::uint64_t end_items() const noexcept override { return storage.end_items(); }
     std::uint64_t earliest_items() const noexcept override { return storage.earliest_items(); }
     std::uint64_t maintenance_failures() const noexcept override
     {
