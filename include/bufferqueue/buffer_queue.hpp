@@ -126,7 +126,7 @@ public:
         for (auto& state : find<T>(options.topic)->create_consumers(options, count)) {
             consumers.emplace_back(std::move(state),
                                    dead_letters
-                                       ? std::make_shared<detail::dead_letter_route<T>>(
+                                       ? std::make_shared<detail::dead_letter_route>(
                                              std::make_shared<detail::producer_dead_letter_sink<T>>(*dead_letters),
                                              options.dead_letter_topic, counters_of<T>(options.topic, options.group))
                                        : nullptr);

@@ -13,7 +13,6 @@
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/awaitable.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
@@ -31,16 +30,16 @@ namespace detail {
 /// The dead-letter sink of the pull consumers the registry makes: a producer of the dead-letter
 /// topic, one per consumer. Not thread-safe (one `send` at a time, as `dead_letter_sink` says).
 template <class T>
-class producer_dead_letter_sink final : public dead_letter_sink<T> {
+class producer_dead_letter_sink final : public dead_letter_sink {
 public:
     explicit producer_dead_letter_sink(producer<dead_letter<T>> letters) noexcept : producer_(std::move(letters)) {}
 
-    boost::asio::awaitable<boost::system::error_code> send(dead_letter<T> letter) override
+    void send(const std::string& topic, const skipped_record& record, std::string error,
+              letter_acknowledgement acknowledge) override
     {
-        boost::system::error_code produced;
-        co_await producer_.produce(std::move(letter),
-                                   boost::asio::redirect_error(boost::asio::use_awaitable, produced));
-        co_return produced;
+        producer_.produce(
+            undecodable_letter<T>(topic, record, std::move(error)),
+            [acknowledge = std::move(acknowledge)](boost::system::error_code produced) { acknowledge(produced); });
     }
 
 private:
@@ -70,7 +69,7 @@ public:
     /// Made by `buffer_queue::create_pull_consumers`; `dead_letters` when the options name a
     /// dead-letter topic.
     explicit pull_consumer(std::shared_ptr<detail::consumer_base> state,
-                           std::shared_ptr<detail::dead_letter_route<T>> dead_letters = nullptr) noexcept
+                           std::shared_ptr<detail::dead_letter_route> dead_letters = nullptr) noexcept
         : state_(std::move(state)), dead_letters_(std::move(dead_letters))
     {
     }
@@ -298,7 +297,7 @@ private:
     std::string describe() const { return detail::describe_pull_consumer(*state_); }
 
     std::shared_ptr<detail::consumer_base> state_;
-    std::shared_ptr<detail::dead_letter_route<T>> dead_letters_;  // null without a dead-letter topic
+    std::shared_ptr<detail::dead_letter_route> dead_letters_;  // null without a dead-letter topic
 };
 
 }  // namespace bufferqueue

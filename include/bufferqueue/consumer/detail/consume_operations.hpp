@@ -12,16 +12,11 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
 
-#include <boost/asio/co_spawn.hpp>
-#include <boost/asio/dispatch.hpp>
 #include <boost/asio/post.hpp>
-#include <boost/asio/redirect_error.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/system/system_error.hpp>
 
-#include <exception>
 #include <memory>
-#include <new>
 #include <optional>
 #include <string>
 #include <tuple>
@@ -50,11 +45,8 @@ struct deliver_typed_batch {
 /// One consume, whatever the storage: the runner pulls where blocking is allowed (inline for
 /// memory; on the I/O pool for mmap, where an auto-commit's fsync runs too) and completes, or
 /// parks the consume until data arrives. Its completion arguments are `(error_code,
-/// untyped_batch)`, delivered as `batch<T>`.
-template <class T>
-struct consume_step {
-    using delivery = deliver_typed_batch<T>;
-
+/// untyped_batch)`, delivered as they are (the routed consume, src/consumer/routed_consume.cpp).
+struct untyped_consume_step {
     std::shared_ptr<consumer_base> state;
 
     std::optional<std::tuple<boost::system::error_code, untyped_batch>> attempt()
@@ -73,6 +65,12 @@ struct consume_step {
     }
 };
 
+/// `untyped_consume_step` whose batch reaches the handler as `batch<T>`.
+template <class T>
+struct consume_step : untyped_consume_step {
+    using delivery = deliver_typed_batch<T>;
+};
+
 /// `consume()`: completes posted to the handler's executor, never inside the initiating call.
 template <class T>
 struct initiate_consume {
@@ -81,7 +79,7 @@ struct initiate_consume {
     {
         const consumer_base& target = *state;
         target.runner().template start<boost::system::error_code, untyped_batch>(
-            std::forward<Handler>(handler), target.default_executor(), consume_step<T>{std::move(state)});
+            std::forward<Handler>(handler), target.default_executor(), consume_step<T>{{std::move(state)}});
     }
 };
 
@@ -164,66 +162,6 @@ struct initiate_commit {
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
-/// A consume that sends the records that do not decode to the dead-letter topic (see
-/// `pull_consumer::consume`).
-template <class T>
-boost::asio::awaitable<std::tuple<boost::system::error_code, batch<T>>>
-routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter_route<T>> route)
-{
-    const auto consumer = [&state] { return describe_pull_consumer(*state); };  // only when a failure is recorded
-    route->record({}, {}, consumer);
-    for (;;) {
-        boost::system::error_code consumed;
-        auto consume_token = boost::asio::redirect_error(boost::asio::use_awaitable, consumed);
-        batch<T> delivered =
-            co_await boost::asio::async_initiate<decltype(consume_token), void(boost::system::error_code, batch<T>)>(
-                initiate_consume<T>{}, consume_token, state);
-        skipped_record record;
-        if (consumed != errc::corrupt_data || state->unreadable(record)) {
-            co_return std::tuple(consumed, std::move(delivered));
-        }
-        const std::string where =
-            format_message("the record at offset {} of partition {}", record.offset, record.partition);
-        boost::system::error_code produced;
-        std::string thrown;  // what the produce call threw (the dead-letter topic's key selector, a copy)
-        try {
-            produced =
-                co_await route->letters().send(route->letter_for(state->topic_name(), record, state->last_error()));
-        } catch (const std::bad_alloc&) {
-            produced = make_error_code(boost::asio::error::no_memory);
-        } catch (...) {
-            produced = current_exception_code(errc::invalid_argument);
-            thrown = exception_message();
-        }
-        if (produced) {
-            route->record(produced,
-                          format_message("sending {}, which does not decode, to dead-letter topic '{}' failed ({}); "
-                                         "the record stays unread",
-                                         where, route->dead_letter_topic(),
-                                         thrown.empty() ? produced.message() : thrown),
-                          consumer);
-            co_return std::tuple(produced, batch<T>());
-        }
-        route->count_letter();
-        boost::system::error_code skipped;
-        auto skip_token = boost::asio::redirect_error(boost::asio::use_awaitable, skipped);
-        (void)co_await boost::asio::async_initiate<decltype(skip_token),
-                                                   void(boost::system::error_code, skipped_record)>(initiate_skip{},
-                                                                                                    skip_token, state);
-        if (skipped) {
-            route->record(skipped,
-                          format_message("stepping past {} after its dead letter was acknowledged failed ({}); the "
-                                         "next consume sends it again",
-                                         where, skipped.message()),
-                          consumer);
-            co_return std::tuple(skipped, batch<T>());
-        }
-        if (route->cancel_requested()) {  // `cancel()` or `close()` while the letter was produced
-            co_return std::tuple(make_error_code(boost::asio::error::operation_aborted), batch<T>());
-        }
-    }
-}
-
 /// `co_await consume()` with `use_awaitable` on storage that never blocks (memory), without a
 /// dead-letter topic, when the consumer's last batch left more behind (`likely_ready`): the pull runs
 /// when the coroutine awaits (as the initiation would), and the batch resumes the coroutine at
@@ -250,34 +188,24 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
 #pragma GCC diagnostic pop
 #endif
 
-/// `consume()` with a dead-letter topic: runs `routed_consume` on the queue's executor (the
-/// handler's may be no I/O executor: `use_future`'s is not) and completes on the handler's.
+/// Starts a `consume()` with a dead-letter topic (src/consumer/routed_consume.cpp): a coroutine on
+/// the consumer's default executor consumes, and sends each record that does not decode to `route`
+/// before it steps past it (see `pull_consumer::consume`); `completion` receives the outcome,
+/// dispatched to its handler's executor - or, posted, `errc::operation_in_progress` while another
+/// routed consume of the consumer runs. Allocates the coroutine frame and its spawn.
+void start_routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter_route> route,
+                          std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion);
+
+/// `consume()` with a dead-letter topic: erases the handler and starts the routed consume.
 template <class T>
 struct initiate_routed_consume {
     template <class Handler>
     void operator()(Handler&& handler, std::shared_ptr<consumer_base> state,
-                    std::shared_ptr<dead_letter_route<T>> route) const
+                    std::shared_ptr<dead_letter_route> route) const
     {
-        auto executor = boost::asio::get_associated_executor(handler, state->default_executor());
-        if (!route->try_begin()) {
-            boost::asio::post(executor, [handler = std::forward<Handler>(handler)]() mutable {
-                std::move(handler)(make_error_code(errc::operation_in_progress), batch<T>());
-            });
-            return;
-        }
-        const boost::asio::any_io_executor spawn_on = state->default_executor();
-        boost::asio::co_spawn(
-            spawn_on, routed_consume(std::move(state), route),
-            [handler = std::forward<Handler>(handler), route,
-             executor](std::exception_ptr failure, std::tuple<boost::system::error_code, batch<T>> result) mutable {
-                route->end();
-                if (failure) {  // only std::bad_alloc: every error is a code
-                    result = std::tuple(make_error_code(boost::asio::error::no_memory), batch<T>());
-                }
-                boost::asio::dispatch(executor, [handler = std::move(handler), result = std::move(result)]() mutable {
-                    std::apply(std::move(handler), std::move(result));
-                });
-            });
+        auto completion = make_delivering_completion<deliver_typed_batch<T>, boost::system::error_code, untyped_batch>(
+            std::forward<Handler>(handler), state->default_executor());
+        start_routed_consume(std::move(state), std::move(route), std::move(completion));
     }
 };
 

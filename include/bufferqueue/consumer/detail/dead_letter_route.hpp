@@ -9,10 +9,10 @@
 #include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/skipped_record.hpp"
 
-#include <boost/asio/awaitable.hpp>
 #include <boost/system/error_code.hpp>
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -20,19 +20,39 @@
 
 namespace bufferqueue::detail {
 
-/// Where a route's letters go: a producer of the dead-letter topic, which the registry, above this
-/// layer, supplies (`producer_dead_letter_sink`, pull_consumer.hpp).
+/// The letter of a record of `topic` that did not decode with `error`: its stored bytes, no item,
+/// one failed attempt. Allocates.
 template <class T>
+dead_letter<T> undecodable_letter(const std::string& topic, const skipped_record& record, std::string error)
+{
+    return {.item = std::nullopt,
+            .payload = record.payload,
+            .topic = topic,
+            .partition = record.partition,
+            .offset = record.offset,
+            .attempts = 1,
+            .error = std::move(error)};
+}
+
+/// How a letter's produce reports back: called once, with no error when the dead-letter topic
+/// acknowledged the letter, else with the produce's error.
+using letter_acknowledgement = std::function<void(boost::system::error_code)>;
+
+/// Where a route's letters go: a producer of the dead-letter topic, which the registry, above this
+/// layer, supplies (`producer_dead_letter_sink`, pull_consumer.hpp). Item-type free, so the routed
+/// consume is compiled once (src/consumer/routed_consume.cpp).
 class dead_letter_sink {
 public:
     dead_letter_sink(const dead_letter_sink&) = delete;
     dead_letter_sink& operator=(const dead_letter_sink&) = delete;
     virtual ~dead_letter_sink() = default;
 
-    /// Produces `letter` (awaited): completes with no error once the dead-letter topic acknowledged
-    /// it, or with the produce's error. Throws what the produce call throws (a key selector).
-    /// One call at a time per sink (the route's claiming consume).
-    virtual boost::asio::awaitable<boost::system::error_code> send(dead_letter<T> letter) = 0;
+    /// Starts producing the letter of `record` of `topic`, which did not decode with `error` (see
+    /// `undecodable_letter`); `acknowledge` receives the produce's result, never inside this call.
+    /// Throws what the produce call throws (a key selector, `std::bad_alloc`); `acknowledge` is
+    /// then not called. One call at a time per sink (the route's claiming consume).
+    virtual void send(const std::string& topic, const skipped_record& record, std::string error,
+                      letter_acknowledgement acknowledge) = 0;
 
 protected:
     dead_letter_sink() = default;
@@ -40,11 +60,10 @@ protected:
 
 /// One pull consumer's route to its dead-letter topic: where letters go, the group's counters, and
 /// the consumer's routed `consume()` in progress. Thread-safe as documented per member.
-template <class T>
 class dead_letter_route {
 public:
     /// `letters` writes to the topic named `dead_letter_topic`; `counters` are the group's.
-    dead_letter_route(std::shared_ptr<dead_letter_sink<T>> letters, std::string dead_letter_topic,
+    dead_letter_route(std::shared_ptr<dead_letter_sink> letters, std::string dead_letter_topic,
                       std::shared_ptr<group_counters> counters)
         : letters_(std::move(letters)), dead_letter_topic_(std::move(dead_letter_topic)), counters_(std::move(counters))
     {
@@ -71,20 +90,8 @@ public:
     bool cancel_requested() const noexcept { return cancel_requested_.load(std::memory_order_acquire); }
 
     /// Where letters go (for the claiming consume only).
-    dead_letter_sink<T>& letters() noexcept { return *letters_; }
+    dead_letter_sink& letters() noexcept { return *letters_; }
     const std::string& dead_letter_topic() const noexcept { return dead_letter_topic_; }
-
-    /// The letter of `record` of `topic`, which did not decode with `error`. Allocates.
-    static dead_letter<T> letter_for(const std::string& topic, const skipped_record& record, std::string error)
-    {
-        return {.item = std::nullopt,
-                .payload = record.payload,
-                .topic = topic,
-                .partition = record.partition,
-                .offset = record.offset,
-                .attempts = 1,
-                .error = std::move(error)};
-    }
 
     /// Counts one acknowledged letter in the group's statistics. Thread-safe, lock-free.
     void count_letter() noexcept { counters_->dead_letters.fetch_add(1, std::memory_order_relaxed); }
@@ -101,7 +108,7 @@ public:
     std::string failure() const { return failure_.text(); }
 
 private:
-    const std::shared_ptr<dead_letter_sink<T>> letters_;
+    const std::shared_ptr<dead_letter_sink> letters_;
     const std::string dead_letter_topic_;
     const std::shared_ptr<group_counters> counters_;
     std::atomic<bool> busy_{false};              // a routed consume is in progress

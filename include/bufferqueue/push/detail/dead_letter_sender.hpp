@@ -87,7 +87,7 @@ public:
     /// The letter of a record that did not decode: its stored bytes, no item, one failed attempt.
     dead_letter<T> letter_for(const skipped_record& record, std::string error) const
     {
-        return dead_letter_route<T>::letter_for(topic_, record, std::move(error));
+        return undecodable_letter<T>(topic_, record, std::move(error));
     }
 
     /// Produces `letters` until the produce completes without error; true then. A failure - an
