@@ -1,7 +1,8 @@
 // Quickstart: in-memory topics, producers on several threads, pull consumers in coroutines with
 // manual commit (at-least-once) and auto commit (at-most-once). Run it with `scripts/run example`.
 // The region between the [readme:usage] markers is the README's usage example (a test compares them).
-#include <bufferqueue/bufferqueue.hpp>
+// Memory topics only: the core component's header (and target, bufferqueue::core) is all it needs.
+#include <bufferqueue/core.hpp>
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>

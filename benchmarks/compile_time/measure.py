@@ -5,7 +5,7 @@ Compiles, with g++ -std=c++20 -O2 as a user's build would, three files in interl
 keeps each one's best CPU time (user + system of the compiler processes):
   asio_minimal.cpp  Boost.Asio alone: an io_context and a post (the reference)
   core_minimal.cpp  <bufferqueue/core.hpp>, one memory topic registered, one item produced
-  quickstart.cpp    examples/quickstart.cpp (<bufferqueue/bufferqueue.hpp>, pull consumers)
+  quickstart.cpp    examples/quickstart.cpp (<bufferqueue/core.hpp>: two memory topics, pull consumers)
 Prints the times, the ratio core / Asio and the targets (ratio <= 2, quickstart <= 8 s). Exits
 non-zero only when a compile fails: the targets are reported, not enforced.
 """

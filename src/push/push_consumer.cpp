@@ -2,6 +2,10 @@
 
 #include "bufferqueue/push/detail/push_registry.hpp"
 
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+
 #include <fmt/format.h>
 
 #include <cstdio>
@@ -19,6 +23,12 @@ void default_push_error_sink(const push_error& failure)
 }
 
 namespace detail {
+
+boost::asio::awaitable<void> pause_for(std::chrono::steady_clock::duration duration)
+{
+    boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor, duration);
+    co_await pause.async_wait(boost::asio::use_awaitable);
+}
 
 void push_registry::require_registering(const std::string& topic, const std::string& group) const
 {

@@ -1,5 +1,6 @@
 // Internal: what the consumers of each group did that the storage does not record - failed push
-// deliveries, given-up batches, dead letters - kept by the queue for `group_stats`.
+// deliveries, given-up batches, dead letters - kept by the queue for `group_stats`. The table's
+// bodies are compiled once (src/detail/group_counters.cpp).
 #pragma once
 
 #include "bufferqueue/stats.hpp"
@@ -29,41 +30,16 @@ class group_counter_table {
 public:
     /// The counters of (topic, item type, group), made on first use and shared with every
     /// consumer of that group. Allocates on first use; throws only `std::bad_alloc`.
-    std::shared_ptr<group_counters> of(const std::string& topic, const std::string& item_type, const std::string& group)
-    {
-        std::lock_guard lock(mutex_);
-        std::shared_ptr<group_counters>& found = counters_[{topic, item_type, group}];
-        if (!found) {
-            found = std::make_shared<group_counters>();
-        }
-        return found;
-    }
+    std::shared_ptr<group_counters> of(const std::string& topic, const std::string& item_type,
+                                       const std::string& group);
 
     /// Forgets the counters of (topic, item type, group): a group created later under that name
     /// starts at zero (`buffer_queue::remove_group`). Consumers closed before keep the old ones.
     /// Allocates nothing, never throws.
-    void forget(const std::string& topic, const std::string& item_type, const std::string& group) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        const auto found = counters_.find(std::tie(topic, item_type, group));
-        if (found != counters_.end()) {
-            counters_.erase(found);
-        }
-    }
+    void forget(const std::string& topic, const std::string& item_type, const std::string& group) noexcept;
 
     /// Adds the counters of every group of `snapshot` that has some. Allocates nothing.
-    void add_to(topic_stats& snapshot) const
-    {
-        std::lock_guard lock(mutex_);
-        for (group_stats& group : snapshot.groups) {
-            const auto found = counters_.find(std::tie(snapshot.topic, snapshot.item_type, group.name));
-            if (found != counters_.end()) {
-                group.push_failed_deliveries += found->second->failed_deliveries.load(std::memory_order_relaxed);
-                group.push_given_up_batches += found->second->given_up_batches.load(std::memory_order_relaxed);
-                group.dead_letters += found->second->dead_letters.load(std::memory_order_relaxed);
-            }
-        }
-    }
+    void add_to(topic_stats& snapshot) const;
 
 private:
     mutable std::mutex mutex_;

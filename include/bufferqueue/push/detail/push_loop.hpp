@@ -46,6 +46,11 @@ namespace bufferqueue::detail {
 template <class T>
 using push_invoker = std::function<boost::asio::awaitable<void>(batch<T>, committer*)>;
 
+/// Waits `duration` on the awaiting coroutine's executor (a steady timer); throws as `use_awaitable`
+/// does when the wait fails. Compiled once (src/push/push_consumer.cpp): a user's file never
+/// instantiates the timer's wait.
+boost::asio::awaitable<void> pause_for(std::chrono::steady_clock::duration duration);
+
 /// One loop of a subscription: pulls batches with its own pull consumer and awaits the handler on
 /// each. Owned by the registry until it ends and by its own coroutine while it runs.
 template <class T>
@@ -170,8 +175,7 @@ private:
             if (failed) {
                 // A pull that failed for another reason (a persistent topic's I/O error) is retried
                 // after a pause, so a lasting failure neither spins nor floods the error sink.
-                boost::asio::steady_timer pause(co_await boost::asio::this_coro::executor, retry_pause);
-                co_await pause.async_wait(boost::asio::use_awaitable);
+                co_await pause_for(retry_pause);
                 continue;
             }
             bool stopping = false;
