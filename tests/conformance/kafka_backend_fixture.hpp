@@ -6,6 +6,7 @@
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
+#include "storage/kafka/kafka_test_support.hpp"
 
 #include <bufferqueue/kafka.hpp>
 
@@ -61,23 +62,15 @@ struct kafka_backend {
                                                             .partitions = spec.partitions,
                                                             .bootstrap_servers = cluster_.bootstrap_servers(),
                                                             .partition_key = spec.partition_key,
-                                                            .properties = client_properties()});
+                                                            .properties = client_properties(),
+                                                            .admin_timeout = bufferqueue::test::mock_admin_timeout});
     }
 
 private:
-    /// Keeps the clients quiet and the group protocol as quick as the mock allows: records fetched
-    /// within 10 ms, a short session so the mock's rebalances after the first join (about
-    /// session.timeout.ms - 1000) stay short, heartbeats often enough for it. The Kafka tests use
-    /// 6000 ms; 3000 cut the suite's Kafka instances from about 74 s to 66 s (a group's first join
-    /// still waits the mock's 3 s).
-    static std::map<std::string, std::string> client_properties()
-    {
-        return {{"log_level", "0"},
-                {"linger.ms", "1"},
-                {"fetch.wait.max.ms", "10"},
-                {"session.timeout.ms", "3000"},
-                {"heartbeat.interval.ms", "500"}};
-    }
+    /// Keeps the clients quiet and the group protocol as quick as the mock safely allows (see
+    /// `group_properties`: a session timeout of 3000 ms, tried here to save 8 s of the suite, let
+    /// the mock evict a member whose first join it held, and a case hung).
+    static std::map<std::string, std::string> client_properties() { return bufferqueue::test::group_properties(); }
 
     bufferqueue::kafka_mock_cluster cluster_;
     std::map<std::string, std::size_t> created_;  // topics created on cluster_: name -> partitions

@@ -36,8 +36,7 @@ using bq::test::run_until;
 std::map<std::string, std::string> consumer_properties()
 {
     // Later rebalances take about session.timeout.ms - 1000 on the mock.
-    return bq::test::quiet_properties(
-        {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}});
+    return bq::test::group_properties();
 }
 
 template <class T>

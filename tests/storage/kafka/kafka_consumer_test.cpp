@@ -39,13 +39,11 @@ using bq::test::run_until;
 
 bq::kafka_topic_options<int> options_for(const std::string& topic, std::size_t partitions)
 {
-    return bq::kafka_topic_options<int>{
-        .name = topic,
-        .partitions = partitions,
-        .bootstrap_servers = bq::test::shared_kafka_cluster().bootstrap_servers(),
-        // Later rebalances take about session.timeout.ms - 1000 on the mock.
-        .properties = quiet_properties(
-            {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})};
+    return bq::kafka_topic_options<int>{.name = topic,
+                                        .partitions = partitions,
+                                        .bootstrap_servers = bq::test::shared_kafka_cluster().bootstrap_servers(),
+                                        // Later rebalances take about session.timeout.ms - 1000 on the mock.
+                                        .properties = bq::test::group_properties()};
 }
 
 // Consumes one batch with a callback token (the io_context runs it); REQUIREs it within the timeout.

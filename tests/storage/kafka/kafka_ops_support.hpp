@@ -48,12 +48,11 @@ inline std::vector<std::int64_t> committed_offsets(const std::string& bootstrap_
 template <class T = int>
 kafka_topic_options<T> quick_topic(const std::string& topic, std::size_t partitions, const std::string& servers)
 {
-    return kafka_topic_options<T>{
-        .name = topic,
-        .partitions = partitions,
-        .bootstrap_servers = servers,
-        .properties = quiet_properties(
-            {{"session.timeout.ms", "3000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})};
+    return kafka_topic_options<T>{.name = topic,
+                                  .partitions = partitions,
+                                  .bootstrap_servers = servers,
+                                  .properties = group_properties(),
+                                  .admin_timeout = mock_admin_timeout};
 }
 
 }  // namespace bufferqueue::test

@@ -49,8 +49,7 @@ bq::kafka_topic_options<T> topic_on(const bq::kafka_mock_cluster& cluster, const
             .partitions = partitions,
             .bootstrap_servers = cluster.bootstrap_servers(),
             // Later rebalances take about session.timeout.ms - 1000 on the mock.
-            .properties = bq::test::quiet_properties(
-                {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})};
+            .properties = bq::test::group_properties()};
 }
 
 }  // namespace

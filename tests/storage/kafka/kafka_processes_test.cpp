@@ -41,13 +41,11 @@ constexpr const char* child_test_name = "kafka group member process (run by the 
 
 bq::kafka_topic_options<int> options_for(const std::string& topic, const std::string& servers)
 {
-    return bq::kafka_topic_options<int>{
-        .name = topic,
-        .partitions = 4,
-        .bootstrap_servers = servers,
-        // A killed member is noticed after session.timeout.ms.
-        .properties = bq::test::quiet_properties(
-            {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})};
+    return bq::kafka_topic_options<int>{.name = topic,
+                                        .partitions = 4,
+                                        .bootstrap_servers = servers,
+                                        // A killed member is noticed after session.timeout.ms.
+                                        .properties = bq::test::group_properties()};
 }
 
 std::string environment(const char* name)

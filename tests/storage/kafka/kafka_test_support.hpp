@@ -257,6 +257,34 @@ inline std::map<std::string, std::string> quiet_properties(std::map<std::string,
     return properties;
 }
 
+/// The 2.0.2 mock's fixed delay of a group's first JoinGroup, and the session timeout the tests'
+/// consumers use (see `group_properties`).
+inline constexpr int mock_first_join_delay_ms = 3000;
+inline constexpr int mock_session_timeout_ms = 6000;
+/// How long `remove_group` and the statistics may wait for the brokers in those tests
+/// (`kafka_topic_options::admin_timeout`): remove_group joins the group, and with a 6000 ms session
+/// the mock's rebalance after earlier members left can take longer than the default 10 s.
+inline constexpr std::chrono::milliseconds mock_admin_timeout{30000};
+
+/// The group settings of test consumers against the 2.0.2 mock, with `quiet_properties`: records
+/// fetched within 10 ms, heartbeats every 500 ms, and a session timeout of 6000 ms (later
+/// rebalances take about session.timeout.ms - 1000 on the mock).
+///
+/// Why not shorter: the mock holds a group's first JoinGroup for a fixed 3 s, and its session check,
+/// a 1 s tick that reads the clock itself, evicts a member idle for session.timeout.ms even while it
+/// holds that member's JoinGroup - dropping the held reply, for which the client then waits
+/// max.poll.interval.ms (5 minutes): a consumer never assigned, a test hung. At 3000 ms a tick a
+/// few milliseconds late was enough (a conformance case hung once beside a TSan build; reproduced by
+/// stopping the test process for 5 s during the first join: 7 hangs in 10 runs); at 6000 ms the
+/// mock's thread has to stall for 3 s.
+inline std::map<std::string, std::string> group_properties()
+{
+    static_assert(mock_session_timeout_ms >= mock_first_join_delay_ms + 3000);
+    return quiet_properties({{"session.timeout.ms", std::to_string(mock_session_timeout_ms)},
+                             {"heartbeat.interval.ms", "500"},
+                             {"fetch.wait.max.ms", "10"}});
+}
+
 /// Runs `io` until `done()` holds (REQUIREs it within `timeout`).
 inline void run_until(boost::asio::io_context& io, const std::function<bool()>& done,
                       std::chrono::milliseconds timeout = std::chrono::seconds(10))

@@ -60,13 +60,12 @@ TEST_CASE("a kafka record that does not decode fails every consume until the con
     bq::test::shared_kafka_cluster().create_topic(topic, 1);
     boost::asio::io_context io;
     bq::buffer_queue queue(io.get_executor());
-    queue.add_topic(bq::kafka_topic_options<std::string>{
-        .name = topic,
-        .partitions = 1,
-        .bootstrap_servers = bq::test::shared_kafka_cluster().bootstrap_servers(),
-        .serializer = bq::test::poisoned_string_serializer{},
-        .properties = bq::test::quiet_properties(
-            {{"session.timeout.ms", "6000"}, {"heartbeat.interval.ms", "500"}, {"fetch.wait.max.ms", "10"}})});
+    queue.add_topic(
+        bq::kafka_topic_options<std::string>{.name = topic,
+                                             .partitions = 1,
+                                             .bootstrap_servers = bq::test::shared_kafka_cluster().bootstrap_servers(),
+                                             .serializer = bq::test::poisoned_string_serializer{},
+                                             .properties = bq::test::group_properties()});
     queue.add_topic(bq::memory_topic_options<letter>{.name = "dead"});
     auto producer = queue.producer<std::string>(topic);
     std::optional<boost::system::error_code> produced;
