@@ -15,17 +15,6 @@ namespace bufferqueue::detail {
 
 namespace {
 
-/// `consume()` as the routed consume awaits it: the batch stays untyped.
-struct initiate_untyped_consume {
-    template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
-    {
-        const consumer_base& target = *state;
-        target.runner().template start<boost::system::error_code, untyped_batch>(
-            std::forward<Handler>(handler), target.default_executor(), untyped_consume_step{std::move(state)});
-    }
-};
-
 /// A letter's produce as the routed consume awaits it: completes once, with the produce's result,
 /// or with what the produce call threw (`thrown` then holds its message, unless it was
 /// `std::bad_alloc`). The sink's acknowledgement and the failed call share the completion; the
@@ -86,7 +75,7 @@ routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter
         auto consume_token = boost::asio::redirect_error(boost::asio::use_awaitable, consumed);
         untyped_batch delivered = co_await boost::asio::async_initiate<decltype(consume_token),
                                                                        void(boost::system::error_code, untyped_batch)>(
-            initiate_untyped_consume{}, consume_token, state);
+            initiate_consume_step<untyped_consume_step>{}, consume_token, state);
         skipped_record record;
         if (consumed != errc::corrupt_data || state->unreadable(record)) {
             co_return std::tuple(consumed, delivered);

@@ -1,5 +1,6 @@
 #include "bufferqueue/push_consumer.hpp"
 
+#include "bufferqueue/push/detail/pause_for.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
 
 #include <boost/asio/steady_timer.hpp>

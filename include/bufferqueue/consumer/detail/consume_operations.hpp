@@ -71,17 +71,25 @@ struct consume_step : untyped_consume_step {
     using delivery = deliver_typed_batch<T>;
 };
 
-/// `consume()`: completes posted to the handler's executor, never inside the initiating call.
-template <class T>
-struct initiate_consume {
+/// A consume that runs `Step` (`consume_step<T>`, or `untyped_consume_step` for the routed
+/// consume of src/consumer/routed_consume.cpp): completes posted to the handler's executor, never
+/// inside the initiating call.
+template <class Step>
+struct initiate_consume_step {
     template <class Handler>
     void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
     {
         const consumer_base& target = *state;
+        Step step;
+        step.state = std::move(state);
         target.runner().template start<boost::system::error_code, untyped_batch>(
-            std::forward<Handler>(handler), target.default_executor(), consume_step<T>{{std::move(state)}});
+            std::forward<Handler>(handler), target.default_executor(), std::move(step));
     }
 };
+
+/// `consume()` of a consumer of `T`.
+template <class T>
+using initiate_consume = initiate_consume_step<consume_step<T>>;
 
 /// Parks a consume that `begin_consume(true)` left waiting (the awaited consume's second half).
 template <class T>

@@ -13,6 +13,7 @@
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push/detail/dead_letter_sender.hpp"
+#include "bufferqueue/push/detail/pause_for.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/retry_backoff.hpp"
@@ -45,11 +46,6 @@ namespace bufferqueue::detail {
 /// the erased face of every kind of handler. The committer pointer is null under auto commit.
 template <class T>
 using push_invoker = std::function<boost::asio::awaitable<void>(batch<T>, committer*)>;
-
-/// Waits `duration` on the awaiting coroutine's executor (a steady timer); throws as `use_awaitable`
-/// does when the wait fails. Compiled once (src/push/push_consumer.cpp): a user's file never
-/// instantiates the timer's wait.
-boost::asio::awaitable<void> pause_for(std::chrono::steady_clock::duration duration);
 
 /// One loop of a subscription: pulls batches with its own pull consumer and awaits the handler on
 /// each. Owned by the registry until it ends and by its own coroutine while it runs.
