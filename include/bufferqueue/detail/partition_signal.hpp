@@ -4,13 +4,10 @@
 #include "bufferqueue/detail/process_barrier.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 
-#include <algorithm>
-#include <array>
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -40,22 +37,12 @@ protected:
 /// waiters, so at least one of them sees the other. Thread-safe.
 class partition_signal {
 public:
-    void add(data_waiter& waiter)
-    {
-        std::lock_guard lock(mutex_);
-        waiters_.push_back(&waiter);
-        waiting_.fetch_add(1, std::memory_order_seq_cst);
-    }
+    /// Registers `waiter` until `notify` wakes it or `remove` takes it back. Takes the signal's lock
+    /// briefly; may throw `std::bad_alloc`.
+    void add(data_waiter& waiter);
 
-    void remove(data_waiter& waiter) noexcept
-    {
-        std::lock_guard lock(mutex_);
-        const auto found = std::find(waiters_.begin(), waiters_.end(), &waiter);
-        if (found != waiters_.end()) {
-            waiters_.erase(found);
-            waiting_.fetch_sub(1, std::memory_order_seq_cst);
-        }
-    }
+    /// Unregisters `waiter` if `notify` has not woken it yet. Takes the signal's lock briefly.
+    void remove(data_waiter& waiter) noexcept;
 
     /// Call after publishing data: wakes (and unregisters) every waiter.
     void notify() noexcept
@@ -69,46 +56,14 @@ public:
     /// Appends the parked consumes registered now to `out` (statistics: a consumer waiting on
     /// several partitions is registered with each; watchers are left out). Takes the signal's lock
     /// briefly; allocates into `out`.
-    void append_waiters(std::vector<const data_waiter*>& out)
-    {
-        std::lock_guard lock(mutex_);
-        for (const data_waiter* waiter : waiters_) {
-            if (waiter->is_parked_consume()) {
-                out.push_back(waiter);
-            }
-        }
-    }
+    void append_waiters(std::vector<const data_waiter*>& out);
 
 private:
     static constexpr std::size_t inline_wakes = 4;  // waiters woken without allocating
 
-    // Out of line, so the producer's common case (nobody waits) stays a few inlined instructions.
-    [[gnu::noinline]] void wake_waiters() noexcept
-    {
-        std::array<std::shared_ptr<data_waiter>, inline_wakes> woken;
-        std::vector<std::shared_ptr<data_waiter>> more;
-        std::size_t count = 0;
-        {
-            std::lock_guard lock(mutex_);
-            for (data_waiter* waiter : waiters_) {
-                if (auto claimed = waiter->data_arrived()) {
-                    if (count < inline_wakes) {
-                        woken[count++] = std::move(claimed);
-                    } else {
-                        more.push_back(std::move(claimed));
-                    }
-                }
-            }
-            waiting_.fetch_sub(static_cast<std::uint32_t>(waiters_.size()), std::memory_order_seq_cst);
-            waiters_.clear();
-        }
-        for (std::size_t index = 0; index < count; ++index) {
-            woken[index]->wake();
-        }
-        for (const auto& waiter : more) {
-            waiter->wake();
-        }
-    }
+    // Out of line (src/detail/partition_signal.cpp), so the producer's common case (nobody waits)
+    // stays a few inlined instructions.
+    void wake_waiters() noexcept;
 
     alignas(64) std::atomic<std::uint32_t> waiting_{0};
     spin_mutex mutex_;

@@ -8,8 +8,6 @@
 #include <atomic>
 #include <cstddef>
 #include <deque>
-#include <mutex>
-#include <thread>
 
 namespace bufferqueue::detail {
 
@@ -103,31 +101,7 @@ public:
     /// Reserves room for `waiter` now if nobody waits ahead of it and it fits (returns true), or
     /// queues it (returns false) to be granted later. After `close()`, or once the waiter was
     /// cancelled, `aborted` runs instead.
-    bool acquire_or_enqueue(capacity_waiter& waiter)
-    {
-        if (try_acquire(waiter.requested())) {
-            return true;
-        }
-        bool queued = false;
-        {
-            std::lock_guard lock(mutex_);
-            // `cancel` sets the flag before it looks for the waiter under this lock, so either it
-            // finds the waiter queued or the flag is visible here.
-            if (!closed_ && !waiter.cancel_requested()) {
-                waiters_.push_back(&waiter);
-                waiting_.fetch_add(1, std::memory_order_seq_cst);
-                queued = true;
-            }
-        }
-        if (!queued) {
-            // Closed or cancelled before it could queue: nobody else saw this waiter, so abort it here.
-            waiter.aborted();
-            return false;
-        }
-        // Once queued, `close()` or `cancel` aborts the waiter unless it is granted first.
-        grant_waiters();
-        return false;
-    }
+    bool acquire_or_enqueue(capacity_waiter& waiter);
 
     /// Returns `count` items of room and grants queued waiters that now fit (see `capacity_release`).
     void release(std::size_t count) noexcept override
@@ -143,17 +117,7 @@ public:
 
     /// Ends the grant a waiter received in `granted`: it has stored its items or given the room
     /// back. Grants the next queued waiter that fits. Called once per `granted`, from any thread.
-    void settle() noexcept
-    {
-        {
-            // Both under the lock: `close()` stores the count of waiters still to settle, and a
-            // decrement after it would take one away twice (wrapping the count to SIZE_MAX).
-            std::lock_guard lock(mutex_);
-            grant_outstanding_ = false;
-            waiting_.fetch_sub(1, std::memory_order_seq_cst);
-        }
-        grant_waiters();
-    }
+    void settle() noexcept;
 
     /// Cancels `waiter`: marks it (a later `acquire_or_enqueue` aborts it) and, when it is queued,
     /// removes it and runs `aborted`; the waiters behind it get the room it was holding up. True
@@ -170,40 +134,10 @@ public:
 
     /// Removes a queued waiter; false when it was already granted or aborted. Grants the waiters
     /// behind it that now fit: the removed one may have been the head that held them up.
-    bool remove(capacity_waiter& waiter) noexcept
-    {
-        bool removed = false;
-        {
-            std::lock_guard lock(mutex_);
-            for (auto it = waiters_.begin(); it != waiters_.end(); ++it) {
-                if (*it == &waiter) {
-                    waiters_.erase(it);
-                    waiting_.fetch_sub(1, std::memory_order_seq_cst);
-                    removed = true;
-                    break;
-                }
-            }
-        }
-        if (removed) {
-            grant_waiters();
-        }
-        return removed;
-    }
+    bool remove(capacity_waiter& waiter) noexcept;
 
     /// Aborts every queued waiter; later waiters are aborted at once.
-    void close() noexcept
-    {
-        std::deque<capacity_waiter*> aborted;
-        {
-            std::lock_guard lock(mutex_);
-            closed_ = true;
-            aborted.swap(waiters_);
-            waiting_.store(grant_outstanding_ ? 1 : 0, std::memory_order_seq_cst);  // it settles later
-        }
-        for (capacity_waiter* waiter : aborted) {
-            waiter->aborted();
-        }
-    }
+    void close() noexcept;
 
 private:
     struct alignas(64) credit_slot {
@@ -223,51 +157,13 @@ private:
     }
 
     // Reserves `count` and `credit_chunk` more for `slot`, while at least `refill_floor` is free.
-    bool refill(credit_slot& slot, std::size_t count) noexcept
-    {
-        if (capacity_ - used_.load(std::memory_order_relaxed) < refill_floor) {
-            return false;
-        }
-        moving_.fetch_add(1, std::memory_order_seq_cst);
-        const bool reserved = reserve(count + credit_chunk, refill_floor);
-        if (reserved) {
-            slot.credits.fetch_add(credit_chunk, std::memory_order_seq_cst);
-        }
-        moving_.fetch_sub(1, std::memory_order_seq_cst);
-        return reserved;
-    }
+    bool refill(credit_slot& slot, std::size_t count) noexcept;
 
     // Reserves `count` from the shared count, taking the slots' credits back while that would make
     // it fit: false only when the admitted items alone leave no room for `count`. Credits on their
     // way between a slot and the shared count (`moving_`: a refill or another reclaim between two
     // of its instructions) are waited for.
-    bool reserve_exactly(std::size_t count) noexcept
-    {
-        for (unsigned spins = 0;; ++spins) {
-            if (reserve(count)) {
-                return true;
-            }
-            moving_.fetch_add(1, std::memory_order_seq_cst);
-            std::size_t reclaimed = 0;
-            for (credit_slot& slot : slots_) {
-                reclaimed += slot.credits.exchange(0, std::memory_order_seq_cst);
-            }
-            if (reclaimed != 0) {
-                used_.fetch_sub(reclaimed, std::memory_order_seq_cst);
-            }
-            moving_.fetch_sub(1, std::memory_order_seq_cst);
-            if (reclaimed == 0 && moving_.load(std::memory_order_seq_cst) == 0) {
-                return reserve(count);  // no credit anywhere, none in transit: the count is exact
-            }
-            if (reclaimed == 0) {  // as spin_mutex waits: briefly, then yielding the CPU
-                if (spins < 64) {
-                    cpu_relax();
-                } else {
-                    std::this_thread::yield();
-                }
-            }
-        }
-    }
+    bool reserve_exactly(std::size_t count) noexcept;
 
     // Reserves `count` items if they fit now with `spare` more left free, whoever waits.
     bool reserve(std::size_t count, std::size_t spare = 0) noexcept
@@ -284,20 +180,7 @@ private:
 
     // Grants the head waiter if it fits and no grant is outstanding. The granted waiter stays
     // counted in `waiting_` until it settles, which grants the next one.
-    void grant_waiters() noexcept
-    {
-        capacity_waiter* granted = nullptr;
-        {
-            std::lock_guard lock(mutex_);
-            if (grant_outstanding_ || waiters_.empty() || !reserve_exactly(waiters_.front()->requested())) {
-                return;
-            }
-            granted = waiters_.front();
-            waiters_.pop_front();
-            grant_outstanding_ = true;
-        }
-        granted->granted();
-    }
+    void grant_waiters() noexcept;
 
     const std::size_t capacity_;
     alignas(64) std::atomic<std::size_t> used_{0};  // admitted and not released, plus the slots' credits
