@@ -1,6 +1,7 @@
 // Process-shared persistent topics (issue 27): produce throughput from one and two processes into one
 // shared topic beside one process with the folder to itself (batch flush), `immediate` produce from
-// four processes into one partition beside the floor of one msync per four records, and the time
+// four processes into one partition beside the floor of one msync per four records and beside a
+// bare group commit of four processes without the library (the ceiling), and the time
 // from an append in one process to the resumption of a consumer parked in co_await consume() in
 // another, beside the same within one process. The producing processes are forked before the
 // measuring process opens anything; a round starts when the measuring process writes to their pipes
@@ -8,6 +9,7 @@
 #include "bufferqueue/bufferqueue.hpp"
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 
+#include "bare_group_commit.hpp"
 #include "bench_support.hpp"
 #include "io_thread.hpp"
 #include "mmap_support.hpp"
@@ -222,6 +224,34 @@ void shared_produce(benchmark::State& state, std::size_t processes, std::size_t 
     bq::bench::set_items(state, processes * threads * per_process);
 }
 
+/// The ceiling of `immediate` from `processes` processes on one partition (bare_group_commit.hpp):
+/// each appends `per_process` 64-byte records per round, one at a time, each returning once durable,
+/// into one preallocated mapping made before the fork, as the floor's is.
+void bare_group_commit_ceiling(benchmark::State& state, std::size_t processes, std::size_t per_process)
+{
+    constexpr std::chrono::microseconds gather{300};
+    const bq::bench::mapped_scratch_file file(64ULL * 1024 * 1024);
+    bq::bench::bare_group_commit* const commit = bq::bench::bare_group_commit::create_shared();
+    worker_processes workers(processes, [&](std::size_t) -> worker_processes::round_function {
+        return [&file, commit, processes, per_process](std::size_t index, std::uint64_t round) {
+            const auto first = static_cast<std::int64_t>((round * 16 + index) * per_process);
+            for (std::size_t item = 0; item < per_process; ++item) {
+                const record made = make_record(first + static_cast<std::int64_t>(item));
+                commit->append_durably(file.region, &made, sizeof made, processes, gather);
+            }
+        };
+    });
+    for (auto _ : state) {
+        const auto start = clock_type::now();
+        if (!workers.run_round()) {
+            state.SkipWithError("a producing process failed");
+            break;
+        }
+        state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+    }
+    bq::bench::set_items(state, processes * per_process);
+}
+
 /// The floor of `immediate` from four processes on one partition: four 64-byte records copied into
 /// a mapping of a preallocated file, then one msync of their bytes (per record: a quarter of it).
 void floor_msync_per_four_records(benchmark::State& state)
@@ -350,6 +380,10 @@ const bool registered = [] {
     // commit reaches within one process, beside the floor.
     configure(benchmark::RegisterBenchmark("shared/produce/immediate/exclusive_process_threads:4", shared_produce, 1, 4,
                                            bq::flush_strategy::immediate, immediate_records, false));
+    // Four processes with a bare group commit and no library (bare_group_commit.hpp): what any
+    // protocol that sleeps until each record is durable can reach here, beside the floor.
+    configure(benchmark::RegisterBenchmark("shared/ceiling/bare_group_commit/processes:4", bare_group_commit_ceiling, 4,
+                                           immediate_records));
     benchmark::RegisterBenchmark("shared/floor/msync_per_4_records_64B", floor_msync_per_four_records)
         ->Unit(benchmark::kMicrosecond)
         ->UseRealTime();
