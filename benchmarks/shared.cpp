@@ -168,6 +168,20 @@ private:
     std::vector<worker> workers_;
 };
 
+/// Runs one round of every child per iteration, timed by hand (from the start signal to the last
+/// answer); skips the benchmark with an error when a child failed.
+void time_rounds(benchmark::State& state, worker_processes& workers)
+{
+    for (auto _ : state) {
+        const auto start = clock_type::now();
+        if (!workers.run_round()) {
+            state.SkipWithError("a producing process failed");
+            break;
+        }
+        state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
+    }
+}
+
 /// A queue with the benchmark topic, opened in a child process.
 struct child_queue {
     child_queue(const std::filesystem::path& directory, bq::flush_strategy flush, bool process_shared)
@@ -213,14 +227,7 @@ void shared_produce(benchmark::State& state, std::size_t processes, std::size_t 
             }
         };
     });
-    for (auto _ : state) {
-        const auto start = clock_type::now();
-        if (!workers.run_round()) {
-            state.SkipWithError("a producing process failed");
-            break;
-        }
-        state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
-    }
+    time_rounds(state, workers);
     bq::bench::set_items(state, processes * threads * per_process);
 }
 
@@ -241,14 +248,7 @@ void bare_group_commit_ceiling(benchmark::State& state, std::size_t processes, s
             }
         };
     });
-    for (auto _ : state) {
-        const auto start = clock_type::now();
-        if (!workers.run_round()) {
-            state.SkipWithError("a producing process failed");
-            break;
-        }
-        state.SetIterationTime(std::chrono::duration<double>(clock_type::now() - start).count());
-    }
+    time_rounds(state, workers);
     bq::bench::set_items(state, processes * per_process);
 }
 

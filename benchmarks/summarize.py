@@ -275,9 +275,14 @@ def targets(results):
     four_processes, four_floor = "shared/produce/immediate/processes:4", "shared/floor/msync_per_4_records_64B"
     if rate_of(four_processes):
         ratio = faster(four_processes, four_floor)
+        measured = f"{krate(four_processes)} vs {krate(four_floor)} = {fmt(ratio)}"
+        bare = "shared/ceiling/bare_group_commit/processes:4"
+        if rate_of(bare):
+            # The ceiling on this machine: four processes with a bare group commit, no library.
+            measured += (f"; a bare group commit without the library: {krate(bare)} = {fmt(faster(bare, four_floor))} "
+                         f"of the floor, ours {fmt(faster(four_processes, bare))} of it")
         target(status, "27b", "immediate produce from 4 processes on one partition >= 0.8x the floor of one msync "
-               "per four records", f"{krate(four_processes)} vs {krate(four_floor)} = {fmt(ratio)}",
-               at_least(ratio, 0.8))
+               "per four records", measured, at_least(ratio, 0.8))
     cross, same = results.get("shared/wakeup/cross_process", {}), results.get("shared/wakeup/same_process", {})
     if "p50_us" in cross and "p50_us" in same:
         ratio = cross["p50_us"] / same["p50_us"]
