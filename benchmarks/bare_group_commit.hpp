@@ -3,7 +3,8 @@
 // floor, without the library's topic, log format, checksums, robust locks or recovery. Processes
 // append 64-byte records into one shared mapping under a spinning lock and wait until an msync
 // covers theirs. One msync is in flight at a time, led by the first waiter that finds none: it
-// gathers first (for at most `gather`, until every process has a record past the last msync), as
+// gathers first (for at most `gather`, until as many records as there are processes are written
+// past the last msync), as
 // the library's leaders do, then msyncs everything written so far. A protocol that puts each
 // producer to sleep until its record is durable does no less work per record, so bench_shared
 // compares the library's four-process row with this one as well as with the floor.

@@ -37,9 +37,7 @@ public:
     void send(const std::string& topic, const skipped_record& record, std::string error,
               letter_acknowledgement acknowledge) override
     {
-        producer_.produce(
-            undecodable_letter<T>(topic, record, std::move(error)),
-            [acknowledge = std::move(acknowledge)](boost::system::error_code produced) { acknowledge(produced); });
+        producer_.produce(undecodable_letter<T>(topic, record, std::move(error)), std::move(acknowledge));
     }
 
 private:

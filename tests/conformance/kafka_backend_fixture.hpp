@@ -62,16 +62,13 @@ struct kafka_backend {
                                                             .partitions = spec.partitions,
                                                             .bootstrap_servers = cluster_.bootstrap_servers(),
                                                             .partition_key = spec.partition_key,
-                                                            .properties = client_properties(),
+                                                            // Quiet clients, a quick group protocol the mock
+                                                            // allows safely (see group_properties).
+                                                            .properties = bufferqueue::test::group_properties(),
                                                             .admin_timeout = bufferqueue::test::mock_admin_timeout});
     }
 
 private:
-    /// Keeps the clients quiet and the group protocol as quick as the mock safely allows (see
-    /// `group_properties`: a session timeout of 3000 ms, tried here to save 8 s of the suite, let
-    /// the mock evict a member whose first join it held, and a case hung).
-    static std::map<std::string, std::string> client_properties() { return bufferqueue::test::group_properties(); }
-
     bufferqueue::kafka_mock_cluster cluster_;
     std::map<std::string, std::size_t> created_;  // topics created on cluster_: name -> partitions
 };

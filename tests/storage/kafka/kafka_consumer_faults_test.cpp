@@ -33,12 +33,6 @@ namespace bq = bufferqueue;
 using bq::test::produce_and_wait;
 using bq::test::run_until;
 
-std::map<std::string, std::string> consumer_properties()
-{
-    // Later rebalances take about session.timeout.ms - 1000 on the mock.
-    return bq::test::group_properties();
-}
-
 template <class T>
 std::set<std::size_t> owned(const bq::pull_consumer<T>& consumer)
 {
@@ -116,7 +110,7 @@ TEST_CASE("a kafka consumer reports a committed offset out of range instead of r
     queue.add_topic(bq::kafka_topic_options<std::string>{.name = topic,
                                                          .partitions = 3,
                                                          .bootstrap_servers = cluster.bootstrap_servers(),
-                                                         .properties = consumer_properties()});
+                                                         .properties = bq::test::group_properties()});
     auto producer = queue.producer<std::string>(topic);
     // Round-robin from partition 0: p0 holds x0 x1, p1 a b, p2 c d.
     REQUIRE(produce_and_wait<std::string>(producer, {"x0", "a", "c", "x1", "b", "d"}, io) ==
@@ -175,7 +169,7 @@ TEST_CASE("a kafka consumer waiting while its broker is down waits without spinn
     queue.add_topic(bq::kafka_topic_options<int>{.name = "faults",
                                                  .partitions = 1,
                                                  .bootstrap_servers = cluster.bootstrap_servers(),
-                                                 .properties = consumer_properties()});
+                                                 .properties = bq::test::group_properties()});
     auto producer = queue.producer<int>("faults");
     auto consumer = queue.create_pull_consumer<int>({.topic = "faults", .group = "g"});
     run_until(

@@ -9,9 +9,9 @@
 
 namespace bufferqueue::detail {
 
-/// Waits `duration` on the awaiting coroutine's executor (a steady timer); throws as `use_awaitable`
-/// does when the wait fails. Thread-safety: as the awaiting coroutine's executor; no allocation
-/// beyond the coroutine frame and the timer's operation; not cancellable (it waits the whole duration).
+/// Waits `duration` (a steady timer on the awaiting coroutine's executor, where it resumes); throws
+/// as `use_awaitable` does when the wait fails. Allocates the coroutine frame and the timer's
+/// operation; not cancellable (it waits the whole duration).
 /// Compiled once: a user's file never instantiates the timer's wait.
 boost::asio::awaitable<void> pause_for(std::chrono::steady_clock::duration duration);
 
