@@ -1,9 +1,8 @@
 #include "bufferqueue/buffer_queue.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <mutex>
 #include <tuple>
 
@@ -71,13 +70,14 @@ void require_new(const std::map<std::string, std::vector<std::shared_ptr<detail:
                  bool closed, const std::string& topic, std::type_index type, const std::string& type_name)
 {
     if (closed) {
-        throw error(errc::closed, fmt::format("buffer_queue is closed: cannot add topic '{}'", topic));
+        throw error(errc::closed, detail::format_message("buffer_queue is closed: cannot add topic '{}'", topic));
     }
     if (const auto found = topics.find(topic); found != topics.end()) {
         for (const auto& existing : found->second) {
             if (existing->item_type() == type) {
-                throw error(errc::topic_exists,
-                            fmt::format("topic '{}' is already registered for item type {}", topic, type_name));
+                throw error(
+                    errc::topic_exists,
+                    detail::format_message("topic '{}' is already registered for item type {}", topic, type_name));
             }
         }
     }
@@ -108,18 +108,19 @@ std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, s
     std::shared_lock lock(mutex_);
     const auto found = topics_.find(topic);
     if (found == topics_.end()) {
-        throw error(errc::no_such_topic, fmt::format("no topic '{}' is registered (item type {})", topic, type_name));
+        throw error(errc::no_such_topic,
+                    detail::format_message("no topic '{}' is registered (item type {})", topic, type_name));
     }
     std::string others;
     for (const auto& candidate : found->second) {
         if (candidate->item_type() == type) {
             return candidate;
         }
-        fmt::format_to(std::back_inserter(others), "{}{}", others.empty() ? "" : ", ", candidate->item_type_name());
+        others += detail::format_message("{}{}", others.empty() ? "" : ", ", candidate->item_type_name());
     }
     throw error(errc::type_mismatch,
-                fmt::format("topic '{}' is not registered for item type {}; it is registered for: {}", topic, type_name,
-                            others));
+                detail::format_message("topic '{}' is not registered for item type {}; it is registered for: {}", topic,
+                                       type_name, others));
 }
 
 std::vector<topic_stats> buffer_queue::stats() const
@@ -147,12 +148,13 @@ void buffer_queue::validate(const pull_consumer_options& options)
 {
     if (options.group.empty() || detail::only_whitespace(options.group)) {
         throw error(errc::invalid_argument,
-                    fmt::format("topic '{}': option 'group' must not be empty or only whitespace (got '{}')",
-                                options.topic, options.group));
+                    detail::format_message("topic '{}': option 'group' must not be empty or only whitespace (got '{}')",
+                                           options.topic, options.group));
     }
     if (options.batch_size < 1) {
-        throw error(errc::invalid_argument, fmt::format("topic '{}' group '{}': option 'batch_size' must be at least 1",
-                                                        options.topic, options.group));
+        throw error(errc::invalid_argument,
+                    detail::format_message("topic '{}' group '{}': option 'batch_size' must be at least 1",
+                                           options.topic, options.group));
     }
 }
 

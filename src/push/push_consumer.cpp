@@ -7,7 +7,7 @@
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <cstdio>
 #include <string_view>
@@ -37,14 +37,16 @@ void push_registry::require_registering(const std::string& topic, const std::str
     switch (phase_) {
     case phase::registering: return;
     case phase::started:
-        throw error(errc::invalid_argument,
-                    fmt::format("push consumer of topic '{}' group '{}': push consumers must be added before "
-                                "buffer_queue::start()",
-                                topic, group));
+        throw error(
+            errc::invalid_argument,
+            detail::format_message("push consumer of topic '{}' group '{}': push consumers must be added before "
+                                   "buffer_queue::start()",
+                                   topic, group));
     case phase::stopped:
-        throw error(errc::closed, fmt::format("push consumer of topic '{}' group '{}': the queue's push consumers were "
-                                              "stopped or the queue is closed",
-                                              topic, group));
+        throw error(errc::closed,
+                    detail::format_message("push consumer of topic '{}' group '{}': the queue's push consumers were "
+                                           "stopped or the queue is closed",
+                                           topic, group));
     }
 }
 

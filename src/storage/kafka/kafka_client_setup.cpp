@@ -2,7 +2,7 @@
 
 #include "bufferqueue/error.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <array>
 #include <memory>
@@ -14,7 +14,7 @@ namespace {
 
 std::string topic_prefix(const std::string& topic)
 {
-    return fmt::format("kafka topic '{}': ", topic);
+    return detail::format_message("kafka topic '{}': ", topic);
 }
 
 void set_property(rd_kafka_conf_t* configuration, const std::string& topic, const std::string& name,
@@ -24,8 +24,8 @@ void set_property(rd_kafka_conf_t* configuration, const std::string& topic, cons
     if (rd_kafka_conf_set(configuration, name.c_str(), value.c_str(), reason.data(), reason.size()) !=
         RD_KAFKA_CONF_OK) {
         rd_kafka_conf_destroy(configuration);
-        throw error(errc::invalid_argument, fmt::format("{}property '{}' = '{}' refused by librdkafka: {}",
-                                                        topic_prefix(topic), name, value, reason.data()));
+        throw error(errc::invalid_argument, detail::format_message("{}property '{}' = '{}' refused by librdkafka: {}",
+                                                                   topic_prefix(topic), name, value, reason.data()));
     }
 }
 
@@ -55,10 +55,10 @@ void check_topic_metadata(rd_kafka_t* client, const kafka_producer_settings& set
     const rd_kafka_resp_err_t result = rd_kafka_metadata(client, 1, nullptr, &raw, timeout);
     const std::unique_ptr<const rd_kafka_metadata_t, metadata_deleter> metadata(raw);
     if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        throw error(errc::io_error, fmt::format("{}no broker of '{}' answered a metadata request within "
-                                                "connect_timeout ({} ms): {}",
-                                                prefix, settings.bootstrap_servers, settings.connect_timeout.count(),
-                                                rd_kafka_err2str(result)));
+        throw error(errc::io_error, detail::format_message("{}no broker of '{}' answered a metadata request within "
+                                                           "connect_timeout ({} ms): {}",
+                                                           prefix, settings.bootstrap_servers,
+                                                           settings.connect_timeout.count(), rd_kafka_err2str(result)));
     }
     for (int index = 0; index < metadata->topic_cnt; ++index) {
         const rd_kafka_metadata_topic_t& topic = metadata->topics[index];
@@ -69,20 +69,22 @@ void check_topic_metadata(rd_kafka_t* client, const kafka_producer_settings& set
             break;
         }
         if (topic.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            throw error(errc::io_error, fmt::format("{}the cluster at '{}' reports an error for the topic: {}", prefix,
-                                                    settings.bootstrap_servers, rd_kafka_err2str(topic.err)));
+            throw error(errc::io_error,
+                        detail::format_message("{}the cluster at '{}' reports an error for the topic: {}", prefix,
+                                               settings.bootstrap_servers, rd_kafka_err2str(topic.err)));
         }
         if (static_cast<std::size_t>(topic.partition_cnt) != settings.partitions) {
-            throw error(
-                errc::invalid_argument,
-                fmt::format("{}option 'partitions' is {}, but the topic on the cluster at '{}' has {} partitions",
+            throw error(errc::invalid_argument,
+                        detail::format_message(
+                            "{}option 'partitions' is {}, but the topic on the cluster at '{}' has {} partitions",
                             prefix, settings.partitions, settings.bootstrap_servers, topic.partition_cnt));
         }
         return;
     }
-    throw error(errc::no_such_topic, fmt::format("{}the cluster at '{}' has no such topic (bufferqueue never creates "
-                                                 "Kafka topics; create it with the cluster's tools first)",
-                                                 prefix, settings.bootstrap_servers));
+    throw error(errc::no_such_topic,
+                detail::format_message("{}the cluster at '{}' has no such topic (bufferqueue never creates "
+                                       "Kafka topics; create it with the cluster's tools first)",
+                                       prefix, settings.bootstrap_servers));
 }
 
 }  // namespace bufferqueue::detail

@@ -7,7 +7,7 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_partition_queues.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 #include <boost/asio/post.hpp>
@@ -109,16 +109,17 @@ public:
         client_ = rd_kafka_new(RD_KAFKA_CONSUMER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
             rd_kafka_conf_destroy(configuration);
-            throw error(errc::invalid_argument, fmt::format("kafka topic '{}': librdkafka refused the consumer "
-                                                            "configuration: {}",
-                                                            topic_, reason.data()));
+            throw error(errc::invalid_argument,
+                        detail::format_message("kafka topic '{}': librdkafka refused the consumer "
+                                               "configuration: {}",
+                                               topic_, reason.data()));
         }
         rd_kafka_poll_set_consumer(client_);
         consumer_queue_ = rd_kafka_queue_get_consumer(client_);
         event_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd_ < 0) {
             throw error(errc::io_error,
-                        fmt::format("kafka topic '{}': eventfd failed: {}", topic_, std::strerror(errno)));
+                        detail::format_message("kafka topic '{}': eventfd failed: {}", topic_, std::strerror(errno)));
         }
         descriptor_.assign(event_fd_);
         rd_kafka_queue_io_event_enable(consumer_queue_, event_fd_, wake_bytes, sizeof wake_bytes);
@@ -127,8 +128,8 @@ public:
         const rd_kafka_resp_err_t result = rd_kafka_subscribe(client_, subscription);
         rd_kafka_topic_partition_list_destroy(subscription);
         if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
-            throw error(errc::io_error,
-                        fmt::format("kafka topic '{}': cannot subscribe: {}", topic_, rd_kafka_err2str(result)));
+            throw error(errc::io_error, detail::format_message("kafka topic '{}': cannot subscribe: {}", topic_,
+                                                               rd_kafka_err2str(result)));
         }
         wait_for_events();
     }
@@ -261,11 +262,12 @@ private:
             std::string text;
             if (reason == RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART || reason == RD_KAFKA_RESP_ERR__UNKNOWN_TOPIC) {
                 // Deliberately no failed consume (docs/kafka.md, "Outages"): the topic may come back.
-                text = fmt::format("kafka topic '{}' group '{}': the brokers no longer have the topic (deleted?); its "
-                                   "consumers wait for it to return, cancel() or close() ends a waiting consume ({})",
-                                   topic_, group_, shown);
+                text = detail::format_message(
+                    "kafka topic '{}' group '{}': the brokers no longer have the topic (deleted?); its "
+                    "consumers wait for it to return, cancel() or close() ends a waiting consume ({})",
+                    topic_, group_, shown);
             } else {
-                text = fmt::format("kafka topic '{}' group '{}': {}", topic_, group_, shown);
+                text = detail::format_message("kafka topic '{}' group '{}': {}", topic_, group_, shown);
             }
             listener_->failed(kafka_error_code(reason), text);
         } catch (...) {  // NOLINT(bugprone-empty-catch): allocation failed; the error stays unreported

@@ -4,7 +4,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <librdkafka/rdkafka.h>
 // rdkafka_mock.h must follow rdkafka.h.
@@ -35,8 +35,9 @@ struct kafka_mock_cluster::state {
 kafka_mock_cluster::kafka_mock_cluster(std::size_t brokers) : state_(std::make_unique<state>())
 {
     if (brokers < 1 || brokers > 1000) {
-        throw error(errc::invalid_argument,
-                    fmt::format("kafka mock cluster: broker count must be between 1 and 1000 (got {})", brokers));
+        throw error(
+            errc::invalid_argument,
+            detail::format_message("kafka mock cluster: broker count must be between 1 and 1000 (got {})", brokers));
     }
     std::array<char, 512> message{};
     rd_kafka_conf_t* configuration = rd_kafka_conf_new();
@@ -46,12 +47,12 @@ kafka_mock_cluster::kafka_mock_cluster(std::size_t brokers) : state_(std::make_u
     if (state_->client == nullptr) {
         rd_kafka_conf_destroy(configuration);
         throw error(errc::io_error,
-                    fmt::format("kafka mock cluster: cannot create the hosting client: {}", message.data()));
+                    detail::format_message("kafka mock cluster: cannot create the hosting client: {}", message.data()));
     }
     state_->cluster = rd_kafka_mock_cluster_new(state_->client, static_cast<int>(brokers));
     if (state_->cluster == nullptr) {
         throw error(errc::io_error,
-                    fmt::format("kafka mock cluster: librdkafka could not start {} mock brokers", brokers));
+                    detail::format_message("kafka mock cluster: librdkafka could not start {} mock brokers", brokers));
     }
     state_->brokers = brokers;
 }
@@ -60,26 +61,26 @@ kafka_mock_cluster::~kafka_mock_cluster() = default;
 
 void kafka_mock_cluster::create_topic(const std::string& name, std::size_t partitions, std::size_t replication_factor)
 {
-    const std::string what = fmt::format("kafka mock cluster: topic '{}': ", name);
+    const std::string what = detail::format_message("kafka mock cluster: topic '{}': ", name);
     if (name.empty()) {
         throw error(errc::invalid_argument, "kafka mock cluster: a topic name must not be empty");
     }
     if (partitions < 1 || partitions > max_partitions) {
-        throw error(errc::invalid_argument,
-                    fmt::format("{}partitions must be between 1 and {} (got {})", what, max_partitions, partitions));
+        throw error(errc::invalid_argument, detail::format_message("{}partitions must be between 1 and {} (got {})",
+                                                                   what, max_partitions, partitions));
     }
     if (replication_factor < 1 || replication_factor > state_->brokers) {
         throw error(errc::invalid_argument,
-                    fmt::format("{}replication factor must be between 1 and the broker count {} (got {})", what,
-                                state_->brokers, replication_factor));
+                    detail::format_message("{}replication factor must be between 1 and the broker count {} (got {})",
+                                           what, state_->brokers, replication_factor));
     }
     const rd_kafka_resp_err_t result = rd_kafka_mock_topic_create(
         state_->cluster, name.c_str(), static_cast<int>(partitions), static_cast<int>(replication_factor));
     if (result == RD_KAFKA_RESP_ERR_TOPIC_ALREADY_EXISTS) {
-        throw error(errc::topic_exists, fmt::format("{}already exists", what));
+        throw error(errc::topic_exists, detail::format_message("{}already exists", what));
     }
     if (result != RD_KAFKA_RESP_ERR_NO_ERROR) {
-        throw error(errc::io_error, fmt::format("{}cannot create it: {}", what, rd_kafka_err2str(result)));
+        throw error(errc::io_error, detail::format_message("{}cannot create it: {}", what, rd_kafka_err2str(result)));
     }
 }
 
@@ -99,7 +100,7 @@ void require_broker(std::int32_t broker_id, std::size_t brokers)
 {
     if (broker_id < 1 || static_cast<std::size_t>(broker_id) > brokers) {
         throw error(errc::invalid_argument,
-                    fmt::format("kafka mock cluster: no broker {} (brokers are 1..{})", broker_id, brokers));
+                    detail::format_message("kafka mock cluster: no broker {} (brokers are 1..{})", broker_id, brokers));
     }
 }
 
@@ -144,9 +145,10 @@ void kafka_mock_cluster::push_broker_responses(std::int32_t broker_id, kafka_req
     require_broker(broker_id, state_->brokers);
     for (const kafka_mock_response& response : responses) {
         if (response.delay.count() < 0 || response.delay.count() > std::numeric_limits<int>::max()) {
-            throw error(errc::invalid_argument,
-                        fmt::format("kafka mock cluster: a response delay must be between 0 and {} ms (got {} ms)",
-                                    std::numeric_limits<int>::max(), response.delay.count()));
+            throw error(
+                errc::invalid_argument,
+                detail::format_message("kafka mock cluster: a response delay must be between 0 and {} ms (got {} ms)",
+                                       std::numeric_limits<int>::max(), response.delay.count()));
         }
     }
     // One entry a call: the call is variadic, and each appends to the broker's stack in order.

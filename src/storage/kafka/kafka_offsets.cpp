@@ -5,7 +5,7 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_offset_queries.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
@@ -27,15 +27,16 @@ int remaining_ms(clock::time_point deadline) noexcept
 std::string where(const std::string& topic, const std::string& group, const std::string& servers)
 {
     if (group.empty()) {
-        return fmt::format("kafka topic '{}' (brokers {})", topic, servers);
+        return detail::format_message("kafka topic '{}' (brokers {})", topic, servers);
     }
-    return fmt::format("kafka topic '{}' group '{}' (brokers {})", topic, group, servers);
+    return detail::format_message("kafka topic '{}' group '{}' (brokers {})", topic, group, servers);
 }
 
 [[noreturn]] void fail(rd_kafka_resp_err_t code, const std::string& context, const std::string& what)
 {
     const boost::system::error_code mapped = kafka_error_code(code);
-    throw error(static_cast<errc>(mapped.value()), fmt::format("{}: {}: {}", context, what, rd_kafka_err2str(code)));
+    throw error(static_cast<errc>(mapped.value()),
+                detail::format_message("{}: {}: {}", context, what, rd_kafka_err2str(code)));
 }
 
 struct partition_list_deleter {
@@ -74,7 +75,8 @@ void read_watermarks(rd_kafka_t* client, const std::string& topic, std::size_t p
         for (int each = 0; each < list->cnt; ++each) {
             const rd_kafka_topic_partition_t& entry = list->elems[each];
             if (entry.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
-                fail(entry.err, context, fmt::format("cannot read the offsets of partition {}", entry.partition));
+                fail(entry.err, context,
+                     detail::format_message("cannot read the offsets of partition {}", entry.partition));
             }
             if (entry.partition >= 0 && static_cast<std::size_t>(entry.partition) < partitions) {
                 offsets[static_cast<std::size_t>(entry.partition)] = std::max<std::int64_t>(entry.offset, 0);
@@ -132,7 +134,7 @@ std::vector<std::int64_t> read_committed(rd_kafka_t* client, const std::string& 
             const rd_kafka_topic_partition_t& entry = listed->elems[each];
             if (entry.err != RD_KAFKA_RESP_ERR_NO_ERROR) {
                 fail(entry.err, context,
-                     fmt::format("cannot read the committed offset of partition {}", entry.partition));
+                     detail::format_message("cannot read the committed offset of partition {}", entry.partition));
             }
             if (entry.partition >= 0 && static_cast<std::size_t>(entry.partition) < partitions && entry.offset >= 0) {
                 committed[static_cast<std::size_t>(entry.partition)] = entry.offset;
@@ -204,7 +206,7 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     if (client == nullptr) {
         rd_kafka_conf_destroy(configuration);
         throw error(errc::invalid_argument,
-                    fmt::format("{}: librdkafka refused the configuration: {}", context, reason.data()));
+                    detail::format_message("{}: librdkafka refused the configuration: {}", context, reason.data()));
     }
     rd_kafka_poll_set_consumer(client.get());
 
@@ -235,11 +237,12 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     while (state.assigned < static_cast<int>(settings.partitions) && clock::now() < deadline) {
         if (state.assigned >= 0) {
             leave();
-            throw error(errc::group_in_use,
-                        fmt::format("{}: cannot remove the group: other members hold {} of its {} partitions (close "
-                                    "them first)",
-                                    context, settings.partitions - static_cast<std::size_t>(state.assigned),
-                                    settings.partitions));
+            throw error(
+                errc::group_in_use,
+                detail::format_message("{}: cannot remove the group: other members hold {} of its {} partitions (close "
+                                       "them first)",
+                                       context, settings.partitions - static_cast<std::size_t>(state.assigned),
+                                       settings.partitions));
         }
         if (rd_kafka_message_t* message = rd_kafka_consumer_poll(client.get(), std::min(remaining_ms(deadline), 100));
             message != nullptr) {
@@ -248,8 +251,9 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     }
     if (state.assigned < static_cast<int>(settings.partitions)) {
         leave();
-        throw error(errc::timed_out, fmt::format("{}: cannot remove the group: joining it took longer than {} ms",
-                                                 context, settings.timeout.count()));
+        throw error(errc::timed_out,
+                    detail::format_message("{}: cannot remove the group: joining it took longer than {} ms", context,
+                                           settings.timeout.count()));
     }
     const partition_list reset = every_partition(settings.topic, settings.partitions);
     for (int each = 0; each < reset->cnt; ++each) {
@@ -263,7 +267,7 @@ bool reset_kafka_group_offsets(const kafka_group_reset_settings& settings)
     for (int each = 0; each < reset->cnt; ++each) {
         if (reset->elems[each].err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             fail(reset->elems[each].err, context,
-                 fmt::format("cannot move the committed offset of partition {} back", each));
+                 detail::format_message("cannot move the committed offset of partition {} back", each));
         }
     }
     return true;

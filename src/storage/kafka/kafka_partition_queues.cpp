@@ -4,7 +4,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/kafka/detail/kafka_producer.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <atomic>
 
@@ -137,25 +137,26 @@ void kafka_partition_queues::remember_failure(std::int32_t partition, const rd_k
     if (failures_.find(partition) != failures_.end()) {
         return;
     }
-    const std::string where = fmt::format("kafka topic '{}' group '{}' partition {}", topic_, group_, partition);
+    const std::string where =
+        detail::format_message("kafka topic '{}' group '{}' partition {}", topic_, group_, partition);
     if (message->err == RD_KAFKA_RESP_ERR__AUTO_OFFSET_RESET) {
         if (!out_of_range_.insert(partition).second) {
             return;  // reported in this assignment already (restart_at_earliest assigns it again)
         }
         const std::string offset = message->offset >= 0
-                                       ? fmt::format("the group's committed offset {}", message->offset)
+                                       ? detail::format_message("the group's committed offset {}", message->offset)
                                        : std::string("the group's start position (no committed offset)");
-        failures_.emplace(partition,
-                          failure{make_error_code(errc::offset_out_of_range),
-                                  fmt::format("{}: {} is out of range (no record there any more, or never); nothing "
-                                              "was reset: the partition delivers nothing until it is assigned again "
-                                              "with another committed offset ({})",
-                                              where, offset, rd_kafka_message_errstr(message))});
+        failures_.emplace(partition, failure{make_error_code(errc::offset_out_of_range),
+                                             detail::format_message(
+                                                 "{}: {} is out of range (no record there any more, or never); nothing "
+                                                 "was reset: the partition delivers nothing until it is assigned again "
+                                                 "with another committed offset ({})",
+                                                 where, offset, rd_kafka_message_errstr(message))});
         return;
     }
-    failures_.emplace(
-        partition, failure{kafka_error_code(message->err),
-                           fmt::format("{} offset {}: {}", where, message->offset, rd_kafka_message_errstr(message))});
+    failures_.emplace(partition, failure{kafka_error_code(message->err),
+                                         detail::format_message("{} offset {}: {}", where, message->offset,
+                                                                rd_kafka_message_errstr(message))});
 }
 
 // Throws the partition's remembered error (once); `lock` holds mutex_.

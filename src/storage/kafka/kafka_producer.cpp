@@ -7,7 +7,7 @@
 #include "kafka_client_setup.hpp"
 #include "kafka_offset_queries.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <boost/asio/posix/stream_descriptor.hpp>
 
@@ -120,20 +120,20 @@ public:
         client_ = rd_kafka_new(RD_KAFKA_PRODUCER, configuration, reason.data(), reason.size());
         if (client_ == nullptr) {
             rd_kafka_conf_destroy(configuration);
-            throw error(
-                errc::invalid_argument,
-                fmt::format("kafka topic '{}': librdkafka refused the configuration: {}", topic_name_, reason.data()));
+            throw error(errc::invalid_argument,
+                        detail::format_message("kafka topic '{}': librdkafka refused the configuration: {}",
+                                               topic_name_, reason.data()));
         }
         check_topic_metadata(client_, settings);
         topic_ = rd_kafka_topic_new(client_, topic_name_.c_str(), nullptr);
         if (topic_ == nullptr) {
-            throw error(errc::io_error, fmt::format("kafka topic '{}': cannot create the topic handle: {}", topic_name_,
-                                                    rd_kafka_err2str(rd_kafka_last_error())));
+            throw error(errc::io_error, detail::format_message("kafka topic '{}': cannot create the topic handle: {}",
+                                                               topic_name_, rd_kafka_err2str(rd_kafka_last_error())));
         }
         const int event_fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         if (event_fd < 0) {
-            throw error(errc::io_error,
-                        fmt::format("kafka topic '{}': eventfd failed: {}", topic_name_, std::strerror(errno)));
+            throw error(errc::io_error, detail::format_message("kafka topic '{}': eventfd failed: {}", topic_name_,
+                                                               std::strerror(errno)));
         }
         descriptor_.assign(event_fd);
         main_queue_ = rd_kafka_queue_get_main(client_);
@@ -164,8 +164,8 @@ public:
             return enqueue_result::queue_full;
         }
         why.error = kafka_error_code(reason);
-        why.detail = fmt::format("kafka topic '{}' partition {}: librdkafka refused the record: {}", topic_name_,
-                                 partition, rd_kafka_err2str(reason));
+        why.detail = detail::format_message("kafka topic '{}' partition {}: librdkafka refused the record: {}",
+                                            topic_name_, partition, rd_kafka_err2str(reason));
         return enqueue_result::failed;
     }
 
@@ -212,10 +212,10 @@ private:
                                                                                  : kafka_error_code(message->err));
         } else if (message->err != RD_KAFKA_RESP_ERR_NO_ERROR) {
             try {
-                self.unawaited_.delivered(message->partition, kafka_error_code(message->err),
-                                          fmt::format("kafka topic '{}' partition {}: record not delivered: {}",
-                                                      self.topic_name_, message->partition,
-                                                      rd_kafka_err2str(message->err)));
+                self.unawaited_.delivered(
+                    message->partition, kafka_error_code(message->err),
+                    detail::format_message("kafka topic '{}' partition {}: record not delivered: {}", self.topic_name_,
+                                           message->partition, rd_kafka_err2str(message->err)));
             } catch (...) {  // no memory for the detail: counted without it
                 self.unawaited_.delivered(message->partition, kafka_error_code(message->err), std::string());
             }

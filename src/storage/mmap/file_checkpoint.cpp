@@ -7,7 +7,7 @@
 
 #include "bufferqueue/error.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -65,10 +65,10 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
     struct stat status {};
     const int failure = run_checked(file_operation::size, path, [&] { return ::fstat(file->get(), &status); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot get the size of {}", path), failure);
+        throw_io_error(detail::format_message("cannot get the size of {}", path), failure);
     }
     if (!S_ISREG(status.st_mode)) {
-        throw error(errc::corrupt_data, fmt::format("{} file {} is not a regular file", what, path));
+        throw error(errc::corrupt_data, detail::format_message("{} file {} is not a regular file", what, path));
     }
     // One byte more than the largest format, so a longer file reads as too long.
     std::array<std::byte, Limit + 1> bytes{};
@@ -78,7 +78,8 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
         read = read_at(*file, 0, bytes);
     }
     if (size > Limit || read != size) {
-        throw error(errc::corrupt_data, fmt::format("{} file {} is {} bytes long; {}", what, path, size, sizes));
+        throw error(errc::corrupt_data,
+                    detail::format_message("{} file {} is {} bytes long; {}", what, path, size, sizes));
     }
     return std::vector<std::byte>(bytes.begin(), bytes.begin() + static_cast<std::ptrdiff_t>(read));
 }
@@ -88,9 +89,9 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
 void write_checkpoint(const std::string& path, std::uint64_t value)
 {
     if (value > max_checkpoint_value) {
-        throw error(
-            errc::invalid_argument,
-            fmt::format("cannot write checkpoint {}: the value {} is larger than the largest checkpoint value {}", path,
+        throw error(errc::invalid_argument,
+                    detail::format_message(
+                        "cannot write checkpoint {}: the value {} is larger than the largest checkpoint value {}", path,
                         value, max_checkpoint_value));
     }
     write_atomically(path, encode_checkpoint(value));
@@ -100,14 +101,14 @@ std::optional<std::uint64_t> read_checkpoint(const std::string& path)
 {
     const auto bytes = read_small_file<checkpoint_size>(
         path, "checkpoint",
-        fmt::format("a checkpoint is {} bytes (format version 2) or {} bytes (version 1)", checkpoint_size,
-                    checkpoint_v1_size));
+        detail::format_message("a checkpoint is {} bytes (format version 2) or {} bytes (version 1)", checkpoint_size,
+                               checkpoint_v1_size));
     if (!bytes) {
         return std::nullopt;
     }
     checkpoint_decoding decoded = decode_checkpoint(*bytes);
     if (auto* problem = std::get_if<std::string>(&decoded)) {
-        throw error(errc::corrupt_data, fmt::format("checkpoint file {} {}", path, *problem));
+        throw error(errc::corrupt_data, detail::format_message("checkpoint file {} {}", path, *problem));
     }
     return std::get<std::uint64_t>(decoded);
 }
@@ -115,8 +116,9 @@ std::optional<std::uint64_t> read_checkpoint(const std::string& path)
 void write_item_position(const std::string& path, log_position position)
 {
     if (position.offset > max_checkpoint_value) {
-        throw error(errc::invalid_argument,
-                    fmt::format("cannot write item position {}: the offset {} is too large", path, position.offset));
+        throw error(
+            errc::invalid_argument,
+            detail::format_message("cannot write item position {}: the offset {} is too large", path, position.offset));
     }
     write_atomically(path, encode_item_position(position));
 }
@@ -124,13 +126,13 @@ void write_item_position(const std::string& path, log_position position)
 std::optional<log_position> read_item_position(const std::string& path)
 {
     const auto bytes = read_small_file<item_position_size>(
-        path, "item position", fmt::format("an item position is {} bytes", item_position_size));
+        path, "item position", detail::format_message("an item position is {} bytes", item_position_size));
     if (!bytes) {
         return std::nullopt;
     }
     item_position_decoding decoded = decode_item_position(*bytes);
     if (auto* problem = std::get_if<std::string>(&decoded)) {
-        throw error(errc::corrupt_data, fmt::format("item position file {} {}", path, *problem));
+        throw error(errc::corrupt_data, detail::format_message("item position file {} {}", path, *problem));
     }
     return std::get<log_position>(decoded);
 }

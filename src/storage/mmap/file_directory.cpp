@@ -2,7 +2,7 @@
 
 #include "file_system_call.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -34,7 +34,7 @@ bool remove_recursively(const std::string& path)
         if (failure == ENOENT) {
             return false;
         }
-        throw_io_error(fmt::format("cannot inspect {}", path), failure);
+        throw_io_error(detail::format_message("cannot inspect {}", path), failure);
     }
     if (S_ISDIR(status.st_mode)) {
         for (const directory_entry& entry : list_directory(path)) {
@@ -50,12 +50,12 @@ void fsync_directory(const std::string& directory)
 {
     const int result = open_descriptor(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (result < 0) {
-        throw_io_error(fmt::format("cannot open directory {} to fsync it", directory), -result);
+        throw_io_error(detail::format_message("cannot open directory {} to fsync it", directory), -result);
     }
     const unique_fd handle(result, directory);
     const int failure = run_checked(file_operation::fsync_directory, directory, [&] { return ::fsync(result); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot fsync directory {}", directory), failure);
+        throw_io_error(detail::format_message("cannot fsync directory {}", directory), failure);
     }
     report_flush(file_operation::fsync_directory, directory, 0, 0);
 }
@@ -73,12 +73,12 @@ bool make_directories(const std::string& directory)
     struct stat status {};
     if (const int failure = path_status(path, status, true); failure == 0) {
         if (!S_ISDIR(status.st_mode)) {
-            throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
+            throw_io_error(detail::format_message("cannot create directory {}", path), ENOTDIR);
         }
         return false;
     } else if (failure != ENOENT && failure != ENOTDIR) {
         // ENOTDIR: a file is in the way higher up; creating the parents below names it.
-        throw_io_error(fmt::format("cannot inspect {}", path), failure);
+        throw_io_error(detail::format_message("cannot inspect {}", path), failure);
     }
     const std::filesystem::path parent = target.parent_path();
     if (!parent.empty() && parent != target) {
@@ -89,10 +89,10 @@ bool make_directories(const std::string& directory)
         if (path_status(path, status, true) == 0 && S_ISDIR(status.st_mode)) {
             return false;  // created concurrently by someone else
         }
-        throw_io_error(fmt::format("cannot create directory {}", path), ENOTDIR);
+        throw_io_error(detail::format_message("cannot create directory {}", path), ENOTDIR);
     }
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot create directory {}", path), failure);
+        throw_io_error(detail::format_message("cannot create directory {}", path), failure);
     }
     fsync_directory(parent.empty() ? std::string(".") : parent.string());
     return true;
@@ -101,12 +101,12 @@ bool make_directories(const std::string& directory)
 std::vector<directory_entry> list_directory(const std::string& directory)
 {
     if (const int injected = injected_error(file_operation::list_directory, directory); injected != 0) {
-        throw_io_error(fmt::format("cannot list directory {}", directory), injected);
+        throw_io_error(detail::format_message("cannot list directory {}", directory), injected);
     }
     const std::unique_ptr<DIR, int (*)(DIR*)> handle(::opendir(directory.c_str()), &::closedir);
     if (handle == nullptr) {
         const int error_number = errno;  // read before the message is built: building it may set errno
-        throw_io_error(fmt::format("cannot list directory {}", directory), error_number);
+        throw_io_error(detail::format_message("cannot list directory {}", directory), error_number);
     }
     std::vector<directory_entry> entries;
     while (true) {
@@ -115,7 +115,7 @@ std::vector<directory_entry> list_directory(const std::string& directory)
         if (entry == nullptr) {
             if (errno != 0) {
                 const int error_number = errno;  // read before the message is built: building it may set errno
-                throw_io_error(fmt::format("cannot list directory {}", directory), error_number);
+                throw_io_error(detail::format_message("cannot list directory {}", directory), error_number);
             }
             break;
         }
@@ -132,7 +132,7 @@ std::vector<directory_entry> list_directory(const std::string& directory)
                 if (failure == ENOENT) {
                     continue;  // removed while we were listing
                 }
-                throw_io_error(fmt::format("cannot inspect {}", path), failure);
+                throw_io_error(detail::format_message("cannot inspect {}", path), failure);
             }
             type = S_ISREG(status.st_mode) ? DT_REG : S_ISDIR(status.st_mode) ? DT_DIR : DT_UNKNOWN;
         }
@@ -170,12 +170,13 @@ directory_lock::directory_lock(const std::string& directory)
     const int failure = run_checked(file_operation::lock, lock_file_.path(),
                                     [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
     if (failure == EWOULDBLOCK) {
-        throw error(errc::io_error, fmt::format("cannot open {}: the directory is already open by another queue (in "
-                                                "this process or another one holding the lock on {})",
-                                                directory, lock_file_.path()));
+        throw error(errc::io_error,
+                    detail::format_message("cannot open {}: the directory is already open by another queue (in "
+                                           "this process or another one holding the lock on {})",
+                                           directory, lock_file_.path()));
     }
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), failure);
+        throw_io_error(detail::format_message("cannot lock {}", lock_file_.path()), failure);
     }
 }
 
@@ -188,7 +189,7 @@ std::optional<unique_fd> try_lock_file(const std::string& path)
         return std::nullopt;
     }
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot lock {}", file.path()), failure);
+        throw_io_error(detail::format_message("cannot lock {}", file.path()), failure);
     }
     return file;
 }
@@ -202,7 +203,7 @@ shared_directory_lock::shared_directory_lock(const std::string& directory)
     if (const int failure = run_checked(file_operation::lock, open_lock_file_.path(),
                                         [&] { return ::flock(open_lock_file_.get(), LOCK_EX); });
         failure != 0) {
-        throw_io_error(fmt::format("cannot lock {}", open_lock_file_.path()), failure);
+        throw_io_error(detail::format_message("cannot lock {}", open_lock_file_.path()), failure);
     }
     // Exclusive first, to learn whether anyone else holds the directory, then shared at once. A
     // conversion is not atomic, but every other shared queue waits for the open lock and an
@@ -211,19 +212,20 @@ shared_directory_lock::shared_directory_lock(const std::string& directory)
     const int exclusive = run_checked(file_operation::lock, lock_file_.path(),
                                       [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
     if (exclusive != 0 && exclusive != EWOULDBLOCK) {
-        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), exclusive);
+        throw_io_error(detail::format_message("cannot lock {}", lock_file_.path()), exclusive);
     }
     first_ = exclusive == 0;
     const int shared = run_checked(file_operation::lock, lock_file_.path(),
                                    [&] { return ::flock(lock_file_.get(), LOCK_SH | LOCK_NB); });
     if (shared == EWOULDBLOCK) {
         throw error(errc::io_error,
-                    fmt::format("cannot open {} process-shared: the directory is already open by a queue that is not "
-                                "process-shared (in this process or another one holding the lock on {})",
-                                directory, lock_file_.path()));
+                    detail::format_message(
+                        "cannot open {} process-shared: the directory is already open by a queue that is not "
+                        "process-shared (in this process or another one holding the lock on {})",
+                        directory, lock_file_.path()));
     }
     if (shared != 0) {
-        throw_io_error(fmt::format("cannot lock {}", lock_file_.path()), shared);
+        throw_io_error(detail::format_message("cannot lock {}", lock_file_.path()), shared);
     }
 }
 

@@ -2,7 +2,7 @@
 
 #include "file_system_call.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -69,7 +69,7 @@ void unique_fd::close()
     const int result = ::close(std::exchange(descriptor_, -1));
     if (result == -1 && errno != EINTR) {
         const int error_number = errno;  // read before the message is built: building it may set errno
-        throw_io_error(fmt::format("cannot close {}", path_), error_number);
+        throw_io_error(detail::format_message("cannot close {}", path_), error_number);
     }
 }
 
@@ -84,7 +84,7 @@ unique_fd open_file(const std::string& path, open_mode mode)
 {
     const int result = open_descriptor(path, open_flags(mode));
     if (result < 0) {
-        throw_io_error(fmt::format("cannot open {}", path), -result);
+        throw_io_error(detail::format_message("cannot open {}", path), -result);
     }
     return unique_fd(result, path);
 }
@@ -96,7 +96,7 @@ std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode)
         return std::nullopt;
     }
     if (result < 0) {
-        throw_io_error(fmt::format("cannot open {}", path), -result);
+        throw_io_error(detail::format_message("cannot open {}", path), -result);
     }
     return unique_fd(result, path);
 }
@@ -106,7 +106,7 @@ std::uint64_t file_size(const unique_fd& file)
     struct stat status {};
     const int failure = run_checked(file_operation::size, file.path(), [&] { return ::fstat(file.get(), &status); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot get the size of {}", file.path()), failure);
+        throw_io_error(detail::format_message("cannot get the size of {}", file.path()), failure);
     }
     return static_cast<std::uint64_t>(status.st_size);
 }
@@ -135,8 +135,9 @@ std::optional<std::uint64_t> data_end(const unique_fd& file, std::uint64_t from)
             return std::nullopt;  // no SEEK_DATA here
         }
         if (failure != 0) {
-            throw_io_error(fmt::format("cannot find where the data of {} ends after byte {}", file.path(), from),
-                           failure);
+            throw_io_error(
+                detail::format_message("cannot find where the data of {} ends after byte {}", file.path(), from),
+                failure);
         }
         end = static_cast<std::uint64_t>(hole);
         position = end;
@@ -148,7 +149,7 @@ void truncate_file(const unique_fd& file, std::uint64_t length)
     const int failure = run_checked(file_operation::truncate, file.path(),
                                     [&] { return ::ftruncate(file.get(), static_cast<off_t>(length)); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot set the size of {} to {} bytes", file.path(), length), failure);
+        throw_io_error(detail::format_message("cannot set the size of {} to {} bytes", file.path(), length), failure);
     }
 }
 
@@ -167,9 +168,10 @@ void preallocate(const unique_fd& file, std::uint64_t offset, std::uint64_t leng
     if (failure == 0) {
         return;
     }
-    const std::string what = fmt::format("cannot preallocate {} bytes at offset {} of {}", length, offset, file.path());
+    const std::string what =
+        detail::format_message("cannot preallocate {} bytes at offset {} of {}", length, offset, file.path());
     if (failure == ENOSPC || failure == EDQUOT) {
-        throw error(errc::io_error, fmt::format("{}: the disk is full ({})", what, error_text(failure)));
+        throw error(errc::io_error, detail::format_message("{}: the disk is full ({})", what, error_text(failure)));
     }
     throw_io_error(what, failure);
 }
@@ -193,9 +195,9 @@ void write_at(const unique_fd& file, std::uint64_t offset, std::span<const std::
         return 0;
     });
     if (failure != 0) {
-        throw_io_error(
-            fmt::format("cannot write {} bytes at offset {} of {}", bytes.size(), offset + written, file.path()),
-            failure);
+        throw_io_error(detail::format_message("cannot write {} bytes at offset {} of {}", bytes.size(),
+                                              offset + written, file.path()),
+                       failure);
     }
 }
 
@@ -217,8 +219,9 @@ std::size_t read_at(const unique_fd& file, std::uint64_t offset, std::span<std::
         return 0;
     });
     if (failure != 0) {
-        throw_io_error(
-            fmt::format("cannot read {} bytes at offset {} of {}", buffer.size(), offset + read, file.path()), failure);
+        throw_io_error(detail::format_message("cannot read {} bytes at offset {} of {}", buffer.size(), offset + read,
+                                              file.path()),
+                       failure);
     }
     return read;
 }
@@ -227,7 +230,7 @@ void fsync_file(const unique_fd& file)
 {
     const int failure = run_checked(file_operation::fsync, file.path(), [&] { return ::fsync(file.get()); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot fsync {}", file.path()), failure);
+        throw_io_error(detail::format_message("cannot fsync {}", file.path()), failure);
     }
     if (const auto hooks = current_hooks(); hooks != nullptr && hooks->after_flush) {
         struct stat status {};
@@ -253,7 +256,7 @@ bool remove_file(const std::string& path)
         return false;
     }
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot remove {}", path), failure);
+        throw_io_error(detail::format_message("cannot remove {}", path), failure);
     }
     return true;
 }
@@ -262,7 +265,7 @@ void rename_file(const std::string& from, const std::string& to)
 {
     const int failure = run_checked(file_operation::rename, to, [&] { return ::rename(from.c_str(), to.c_str()); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot rename {} to {}", from, to), failure);
+        throw_io_error(detail::format_message("cannot rename {} to {}", from, to), failure);
     }
 }
 
@@ -276,7 +279,7 @@ bool path_exists(const std::string& path)
     if (failure == ENOENT) {
         return false;
     }
-    throw_io_error(fmt::format("cannot inspect {}", path), failure);
+    throw_io_error(detail::format_message("cannot inspect {}", path), failure);
 }
 
 }  // namespace bufferqueue::detail

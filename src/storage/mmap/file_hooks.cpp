@@ -2,7 +2,7 @@
 
 #include "file_system_call.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <fcntl.h>
 
@@ -66,7 +66,7 @@ std::string error_text(int error_number)
 
 [[noreturn]] void throw_io_error(const std::string& what, int error_number)
 {
-    throw error(errc::io_error, fmt::format("{}: {}", what, error_text(error_number)));
+    throw error(errc::io_error, detail::format_message("{}: {}", what, error_text(error_number)));
 }
 
 int open_descriptor(const std::string& path, int flags)

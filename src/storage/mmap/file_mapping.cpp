@@ -2,7 +2,7 @@
 
 #include "file_system_call.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <sys/mman.h>
 #include <unistd.h>
@@ -58,9 +58,10 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
 {
     if (offset > size_ || length > size_ - offset) {
         throw error(errc::invalid_argument,
-                    fmt::format("cannot flush bytes [{}, {} + {}) of the {}-byte mapping of {}: the range is outside "
-                                "the mapping",
-                                offset, offset, length, size_, path_));
+                    detail::format_message(
+                        "cannot flush bytes [{}, {} + {}) of the {}-byte mapping of {}: the range is outside "
+                        "the mapping",
+                        offset, offset, length, size_, path_));
     }
     if (length == 0) {
         return;
@@ -70,7 +71,7 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
     const int failure =
         run_checked(file_operation::msync, path_, [&] { return ::msync(data_ + start, end - start, MS_SYNC); });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot msync bytes [{}, {}) of {}", start, end, path_), failure);
+        throw_io_error(detail::format_message("cannot msync bytes [{}, {}) of {}", start, end, path_), failure);
     }
     report_flush(file_operation::msync, path_, start, end - start);
 }
@@ -78,7 +79,7 @@ void mapped_region::flush(std::size_t offset, std::size_t length) const
 mapped_region map_file(const unique_fd& file, std::size_t length, map_access access)
 {
     if (length == 0) {
-        throw error(errc::invalid_argument, fmt::format("cannot map 0 bytes of {}", file.path()));
+        throw error(errc::invalid_argument, detail::format_message("cannot map 0 bytes of {}", file.path()));
     }
     void* address = MAP_FAILED;
     const int protection = access == map_access::read_only ? PROT_READ : PROT_READ | PROT_WRITE;
@@ -87,7 +88,7 @@ mapped_region map_file(const unique_fd& file, std::size_t length, map_access acc
         return address == MAP_FAILED ? -1 : 0;
     });
     if (failure != 0) {
-        throw_io_error(fmt::format("cannot map {} bytes of {}", length, file.path()), failure);
+        throw_io_error(detail::format_message("cannot map {} bytes of {}", length, file.path()), failure);
     }
     return mapped_region(static_cast<std::byte*>(address), length, file.path());
 }

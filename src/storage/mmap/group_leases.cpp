@@ -3,7 +3,7 @@
 #include "bufferqueue/storage/mmap/detail/file_directory.hpp"
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -18,7 +18,7 @@ constexpr std::string_view member_suffix = ".lock";
 
 std::string member_path(const std::string& folder, std::size_t slot)
 {
-    return fmt::format("{}/{}{:05}{}", folder, member_prefix, slot, member_suffix);
+    return detail::format_message("{}/{}{:05}{}", folder, member_prefix, slot, member_suffix);
 }
 
 // The slot a member lock file's name stands for, or nothing for any other name.
@@ -40,7 +40,7 @@ std::optional<std::size_t> member_slot(std::string_view name)
 }  // namespace
 
 group_leases::group_leases(std::string_view group, const std::string& topic_folder)
-    : folder_(fmt::format("{}/{}/{}", topic_folder, group_leases_folder_name, escape_group_name(group)))
+    : folder_(detail::format_message("{}/{}/{}", topic_folder, group_leases_folder_name, escape_group_name(group)))
 {
     make_directories(folder_);
 }
@@ -74,7 +74,7 @@ std::vector<std::size_t> group_leases::live_members() const
 
 std::optional<unique_fd> group_leases::try_take_partition(std::size_t partition) const
 {
-    return try_lock_file(fmt::format("{}/partition-{:05}.lease", folder_, partition));
+    return try_lock_file(detail::format_message("{}/partition-{:05}.lease", folder_, partition));
 }
 
 std::vector<std::size_t> member_partitions(std::size_t partitions, std::size_t members, std::size_t rank)

@@ -4,7 +4,7 @@
 // publishing are in mmap_log_writer.cpp.
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -45,7 +45,8 @@ void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std
         } else if (segments_.closed()) {
             // Not reached: close settles every waiter. Kept so a waiter can never touch a closed tail.
             std::erase(waiters_, &self);
-            throw error(errc::closed, fmt::format("{} was closed before the record was flushed", files_.description));
+            throw error(errc::closed,
+                        detail::format_message("{} was closed before the record was flushed", files_.description));
         } else {
             lead_flush(lock);
         }

@@ -4,7 +4,7 @@
 // every record, rollover and flush. See docs/mmap-storage.md, "Process-shared topics".
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -209,10 +209,11 @@ void mmap_log_writer::notify_gathering_leader() const noexcept
 void mmap_log_writer::adopt(const shared_log_state& state)
 {
     if (state.tail_segment < tail_->index) {
-        throw error(errc::corrupt_data,
-                    fmt::format("{}: the topic's shared header names segment {} as the tail, but this process "
-                                "already appends to segment {}",
-                                files_.description, state.tail_segment, tail_->index));
+        throw error(
+            errc::corrupt_data,
+            detail::format_message("{}: the topic's shared header names segment {} as the tail, but this process "
+                                   "already appends to segment {}",
+                                   files_.description, state.tail_segment, tail_->index));
     }
     const log_position start = shared_->slot.retained_from();
     if (state.tail_segment > tail_->index) {

@@ -3,7 +3,7 @@
 // for, leading and settling flushes) is in mmap_log_group_commit.cpp.
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -34,7 +34,7 @@ mmap_log_writer::mmap_log_writer(const mmap_partition_files& files, settings con
 void mmap_log_writer::require_open() const
 {
     if (segments_.closed()) {
-        throw error(errc::closed, fmt::format("{} is closed", files_.description));
+        throw error(errc::closed, detail::format_message("{} is closed", files_.description));
     }
 }
 
@@ -78,10 +78,11 @@ void mmap_log_writer::write_record(std::unique_lock<std::mutex>& lock, shared_ho
     const std::uint64_t size = payload_.size();
     const std::uint64_t limit = max_payload_size(record_area());
     if (size > limit) {
-        throw error(errc::invalid_argument,
-                    fmt::format("{}: a record of {} bytes does not fit in a segment of {} bytes (at most {} payload "
-                                "bytes)",
-                                files_.description, size, files_.segment_size, limit));
+        throw error(
+            errc::invalid_argument,
+            detail::format_message("{}: a record of {} bytes does not fit in a segment of {} bytes (at most {} payload "
+                                   "bytes)",
+                                   files_.description, size, files_.segment_size, limit));
     }
     while (tail_ended_ || !fits(record_area(), tail_position_, size)) {
         if (flushing_) {
@@ -239,9 +240,9 @@ void mmap_log_writer::close_locked() noexcept
         }
     }
     if (!waiters_.empty()) {  // only when the flush failed before its msync
-        settle(UINT64_MAX,
-               std::make_shared<const flush_failure>(flush_failure{
-                   errc::closed, fmt::format("{} was closed before the record was flushed", files_.description)}));
+        settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{
+                               errc::closed, detail::format_message("{} was closed before the record was flushed",
+                                                                    files_.description)}));
     }
     segments_.close();
     tail_ = nullptr;

@@ -2,7 +2,7 @@
 
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
@@ -49,11 +49,11 @@ record_counts verify_vouched_range(const mmap_partition_files& files, const mmap
 {
     record_counts counts;
     const segment_position target = split_offset(producer_offset, files.segment_size);
-    const std::string vouched =
-        fmt::format(", inside the range {} vouches for as flushed (up to offset {})", vouching, producer_offset);
+    const std::string vouched = detail::format_message(", inside the range {} vouches for as flushed (up to offset {})",
+                                                       vouching, producer_offset);
     if (target.segment_index > last_index(state) || target.position < segment_header_size) {
-        files.corrupt(vouching, fmt::format("holds offset {}, ahead of the log (last segment {})", producer_offset,
-                                            last_index(state)));
+        files.corrupt(vouching, detail::format_message("holds offset {}, ahead of the log (last segment {})",
+                                                       producer_offset, last_index(state)));
     }
     for (std::uint64_t index = state.first_segment_index; index <= target.segment_index; ++index) {
         const mmap_segment_file& segment = segment_at(state, index);
@@ -61,12 +61,12 @@ record_counts verify_vouched_range(const mmap_partition_files& files, const mmap
         const scan_result scanned =
             scan_segment(segment.region.bytes(), segment_header_size, last ? target.position : files.segment_size);
         if ((!last && !scanned.segment_complete()) || (last && scanned.end_position < target.position)) {
-            files.corrupt(segment.path,
-                          fmt::format("{} at byte {}{}", describe(scanned.reason), scanned.end_position, vouched));
+            files.corrupt(segment.path, detail::format_message("{} at byte {}{}", describe(scanned.reason),
+                                                               scanned.end_position, vouched));
         }
         if (last && scanned.end_position != target.position) {
-            files.corrupt(vouching, fmt::format("holds offset {}, which is not a record boundary of {}",
-                                                producer_offset, segment.path));
+            files.corrupt(vouching, detail::format_message("holds offset {}, which is not a record boundary of {}",
+                                                           producer_offset, segment.path));
         }
         count_records(counts, state, index, scanned.record_count);
     }
@@ -126,8 +126,8 @@ void scan_to_end(const mmap_partition_files& files, mmap_recovered_state& state,
             continue;
         }
         if (!last) {
-            files.corrupt(segment.path, fmt::format("{} at byte {}, but a later segment exists",
-                                                    describe(scanned.reason), scanned.end_position));
+            files.corrupt(segment.path, detail::format_message("{} at byte {}, but a later segment exists",
+                                                               describe(scanned.reason), scanned.end_position));
         }
         // Known durable: up to `from` when it is in this segment (the scan started there).
         state.tail.flushed_position = at.position;
@@ -165,14 +165,16 @@ log_position group_position(const mmap_partition_files& files, const mmap_recove
                             const std::string& path, std::uint64_t end)
 {
     if (offset < state.earliest.offset) {
-        files.corrupt(path, fmt::format("holds offset {}, before earliest.offset {}", offset, state.earliest.offset));
+        files.corrupt(
+            path, detail::format_message("holds offset {}, before earliest.offset {}", offset, state.earliest.offset));
     }
     if (offset > end) {
-        files.corrupt(path, fmt::format("holds offset {}, ahead of the log (which ends at {})", offset, end));
+        files.corrupt(path,
+                      detail::format_message("holds offset {}, ahead of the log (which ends at {})", offset, end));
     }
     const segment_position at = split_offset(offset, files.segment_size);
     if (at.position < segment_header_size) {
-        files.corrupt(path, fmt::format("holds offset {}, which is not a record boundary", offset));
+        files.corrupt(path, detail::format_message("holds offset {}, which is not a record boundary", offset));
     }
     if (at.segment_index > last_index(state)) {
         return {offset, state.tail.end_items};  // the first offset of the successor step 2 creates
@@ -180,7 +182,7 @@ log_position group_position(const mmap_partition_files& files, const mmap_recove
     const mmap_segment_file& segment = segment_at(state, at.segment_index);
     const scan_result scanned = scan_segment(segment.region.bytes(), segment_header_size, at.position);
     if (scanned.end_position != at.position) {
-        files.corrupt(path, fmt::format("holds offset {}, which is not a record boundary", offset));
+        files.corrupt(path, detail::format_message("holds offset {}, which is not a record boundary", offset));
     }
     return {offset, segment.first_item + scanned.record_count};
 }
@@ -200,7 +202,7 @@ void load_groups(const mmap_partition_files& files, mmap_recovered_state& state,
         try {
             group = unescape_group_name(entry.name);
         } catch (const error& failure) {
-            files.corrupt(folder, fmt::format("is not the folder of a consumer group: {}", failure.what()));
+            files.corrupt(folder, detail::format_message("is not the folder of a consumer group: {}", failure.what()));
         }
         const std::string path = folder + "/consumer.offset";
         const std::optional<std::uint64_t> offset = read_checkpoint(path);
@@ -256,16 +258,17 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
     if (earliest_checkpoint && *earliest_checkpoint != 0) {
         const segment_position at = split_offset(*earliest_checkpoint, files.segment_size);
         if (at.position != segment_header_size) {
-            files.corrupt(files.earliest_path(),
-                          fmt::format("holds offset {}, which is not the start of a segment", *earliest_checkpoint));
+            files.corrupt(
+                files.earliest_path(),
+                detail::format_message("holds offset {}, which is not the start of a segment", *earliest_checkpoint));
         }
         first_index = at.segment_index;
     }
     state.earliest.offset = first_record_offset(first_index, files.segment_size);
     if (producer_checkpoint && *producer_checkpoint < state.earliest.offset) {
         files.corrupt(files.earliest_path(),
-                      fmt::format("holds offset {}, greater than offset {} in {}", state.earliest.offset,
-                                  *producer_checkpoint, files.producer_path()));
+                      detail::format_message("holds offset {}, greater than offset {} in {}", state.earliest.offset,
+                                             *producer_checkpoint, files.producer_path()));
     }
 
     // Segments below the earliest one are leftovers of an interrupted deletion, removed by step 2.
@@ -277,14 +280,14 @@ void open_retained_segments(const mmap_partition_files& files, mmap_recovered_st
     std::erase_if(indices, [first_index](std::uint64_t index) { return index < first_index; });
     if (indices.empty() || indices.front() != first_index) {
         files.corrupt(files.segment_path(first_index),
-                      fmt::format("is missing, but {} says it is retained", files.earliest_path()));
+                      detail::format_message("is missing, but {} says it is retained", files.earliest_path()));
     }
     state.first_segment_index = first_index;
     for (std::size_t i = 0; i < indices.size(); ++i) {
         if (indices[i] != first_index + i) {
-            files.corrupt(
-                files.segment_path(first_index + i),
-                fmt::format("is missing inside the retained range (segments {} to {})", first_index, indices.back()));
+            files.corrupt(files.segment_path(first_index + i),
+                          detail::format_message("is missing inside the retained range (segments {} to {})",
+                                                 first_index, indices.back()));
         }
         state.segments.push_back(open_mmap_segment(files, indices[i], access));
     }
@@ -306,17 +309,18 @@ std::uint64_t earliest_item_index(const mmap_partition_files& files, const mmap_
     const std::string path = files.earliest_items_path();
     const segment_position at = split_offset(stored->offset, files.segment_size);
     if (at.position != segment_header_size || at.segment_index > last_index(state)) {
-        files.corrupt(path,
-                      fmt::format("holds offset {}, which is not the start of a retained segment", stored->offset));
+        files.corrupt(path, detail::format_message("holds offset {}, which is not the start of a retained segment",
+                                                   stored->offset));
     }
     std::uint64_t before = 0;
     for (std::uint64_t index = state.first_segment_index; index < at.segment_index; ++index) {
         before += counts[static_cast<std::size_t>(index - state.first_segment_index)];
     }
     if (before > stored->items) {
-        files.corrupt(path, fmt::format("holds item index {} at offset {}, but {} retained records lie before that "
-                                        "offset",
-                                        stored->items, stored->offset, before));
+        files.corrupt(
+            path, detail::format_message("holds item index {} at offset {}, but {} retained records lie before that "
+                                         "offset",
+                                         stored->items, stored->offset, before));
     }
     return stored->items - before;
 }
@@ -341,8 +345,9 @@ mmap_recovered_state recover_mmap_partition(const mmap_partition_files& files, m
     const std::optional<std::uint64_t>& producer_checkpoint = listing.producer_checkpoint;
     if (listing.indices.empty()) {
         if (listing.earliest_checkpoint || producer_checkpoint || listing.item_checkpoint || listing.has_groups) {
-            files.corrupt(files.folder, fmt::format("holds checkpoints but no segment file ({} or later is missing)",
-                                                    segment_file_name(0)));
+            files.corrupt(files.folder,
+                          detail::format_message("holds checkpoints but no segment file ({} or later is missing)",
+                                                 segment_file_name(0)));
         }
         state.new_partition = true;
         state.tail.tail_position = segment_header_size;

@@ -1,6 +1,6 @@
 #include "bufferqueue/storage/mmap/detail/mmap_segment_file.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 
@@ -50,8 +50,8 @@ std::unique_ptr<mmap_segment_file> open_mmap_segment(const mmap_partition_files&
         open_file(segment->path, access == map_access::read_only ? open_mode::read_only : open_mode::read_write);
     const std::uint64_t size = file_size(segment->file);
     if (size != files.segment_size) {
-        files.corrupt(segment->path,
-                      fmt::format("has {} bytes, but the topic's segment_size is {}", size, files.segment_size));
+        files.corrupt(segment->path, detail::format_message("has {} bytes, but the topic's segment_size is {}", size,
+                                                            files.segment_size));
     }
     segment->region = map_file(segment->file, static_cast<std::size_t>(size), access);
     check_segment_header(segment->region.bytes(), index, files.segment_size, segment->path);

@@ -2,7 +2,7 @@
 
 #include "bufferqueue/error.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <string>
 
@@ -12,8 +12,8 @@ mmap_segment_file& mmap_segment_list::at(std::uint64_t index) const
 {
     if (index < first_index_ || index - first_index_ >= segments_.size()) {
         throw error(errc::corrupt_data,
-                    fmt::format("{}: segment {} is not retained (retained: {} to {})", files_.description, index,
-                                first_index_, first_index_ + segments_.size()));
+                    detail::format_message("{}: segment {} is not retained (retained: {} to {})", files_.description,
+                                           index, first_index_, first_index_ + segments_.size()));
     }
     return *segments_[index - first_index_];
 }

@@ -1,6 +1,6 @@
 #include "bufferqueue/storage/mmap/detail/process_membership.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <set>
@@ -32,7 +32,7 @@ void process_group_membership::consumers_created(const std::string& group, std::
 {
     const std::lock_guard lock(mutex_);
     if (closed_) {
-        throw error(errc::closed, fmt::format("consumer group '{}': its topic is closed", group));
+        throw error(errc::closed, detail::format_message("consumer group '{}': its topic is closed", group));
     }
     auto& state = groups_[group];
     if (!state) {

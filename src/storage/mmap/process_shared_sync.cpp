@@ -4,7 +4,7 @@
 
 #include "bufferqueue/error.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <linux/futex.h>
 #include <pthread.h>
@@ -57,7 +57,7 @@ void process_shared_mutex::initialize(std::byte* storage, const std::string& nam
     }
     ::pthread_mutexattr_destroy(&attributes);
     if (failure != 0) {
-        file_system::throw_io_error(fmt::format("cannot make the process-shared mutex {}", name), failure);
+        file_system::throw_io_error(detail::format_message("cannot make the process-shared mutex {}", name), failure);
     }
 }
 
@@ -89,7 +89,7 @@ bool process_shared_mutex::lock()
         ::pthread_mutex_consistent(as_mutex(storage_));
         return true;
     }
-    file_system::throw_io_error(fmt::format("cannot lock the process-shared mutex {}", name_), result);
+    file_system::throw_io_error(detail::format_message("cannot lock the process-shared mutex {}", name_), result);
 }
 
 void process_shared_mutex::unlock() noexcept

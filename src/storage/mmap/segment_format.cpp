@@ -3,7 +3,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/crc32c.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <cstring>
@@ -96,8 +96,8 @@ std::optional<std::string> validate_segment_header(std::span<const std::byte> se
                                                    std::uint64_t expected_size)
 {
     if (segment.size() < segment_header_size) {
-        return fmt::format("the file is {} bytes long, shorter than the {}-byte segment header", segment.size(),
-                           segment_header_size);
+        return detail::format_message("the file is {} bytes long, shorter than the {}-byte segment header",
+                                      segment.size(), segment_header_size);
     }
     const std::byte* header = segment.data();
     if (!std::equal(segment_magic.begin(), segment_magic.end(), header)) {
@@ -105,29 +105,30 @@ std::optional<std::string> validate_segment_header(std::span<const std::byte> se
     }
     const std::uint32_t version = load_u32_little_endian(header + version_field);
     if (version != segment_format_version) {
-        return fmt::format("the format version at offset {} is {}, this build reads version {}", version_field, version,
-                           segment_format_version);
+        return detail::format_message("the format version at offset {} is {}, this build reads version {}",
+                                      version_field, version, segment_format_version);
     }
     const std::uint32_t header_size = load_u32_little_endian(header + header_size_field);
     if (header_size != segment_header_size) {
-        return fmt::format("the header size at offset {} is {}, expected {}", header_size_field, header_size,
-                           segment_header_size);
+        return detail::format_message("the header size at offset {} is {}, expected {}", header_size_field, header_size,
+                                      segment_header_size);
     }
     const std::uint32_t stored_checksum = load_u32_little_endian(header + header_checksum_field);
     if (const std::uint32_t checksum = header_checksum(header); checksum != stored_checksum) {
-        return fmt::format("the header checksum at offset {} does not match its contents (the header is damaged)",
-                           header_checksum_field);
+        return detail::format_message(
+            "the header checksum at offset {} does not match its contents (the header is damaged)",
+            header_checksum_field);
     }
     if (const std::uint32_t reserved = load_u32_little_endian(header + reserved_field); reserved != 0) {
-        return fmt::format("the reserved field at offset {} is {}, expected 0", reserved_field, reserved);
+        return detail::format_message("the reserved field at offset {} is {}, expected 0", reserved_field, reserved);
     }
     if (const std::uint64_t index = load_u64_little_endian(header + index_field); index != expected_index) {
-        return fmt::format("the segment index at offset {} is {}, but the file name says {}", index_field, index,
-                           expected_index);
+        return detail::format_message("the segment index at offset {} is {}, but the file name says {}", index_field,
+                                      index, expected_index);
     }
     if (const std::uint64_t size = load_u64_little_endian(header + size_field); size != expected_size) {
-        return fmt::format("the segment size at offset {} is {} bytes, but the topic's segment size is {}", size_field,
-                           size, expected_size);
+        return detail::format_message("the segment size at offset {} is {} bytes, but the topic's segment size is {}",
+                                      size_field, size, expected_size);
     }
     return std::nullopt;
 }
@@ -136,7 +137,8 @@ void check_segment_header(std::span<const std::byte> segment, std::uint64_t expe
                           const std::string& file_path)
 {
     if (auto problem = validate_segment_header(segment, expected_index, expected_size)) {
-        throw error(errc::corrupt_data, fmt::format("segment file {} has an invalid header: {}", file_path, *problem));
+        throw error(errc::corrupt_data,
+                    detail::format_message("segment file {} has an invalid header: {}", file_path, *problem));
     }
 }
 
@@ -146,13 +148,13 @@ std::uint64_t encode_record(std::span<std::byte> destination, std::span<const st
 {
     if (payload.size() > max_record_payload_size) {
         throw error(errc::invalid_argument,
-                    fmt::format("a record payload of {} bytes is larger than the format's limit of {} bytes",
-                                payload.size(), max_record_payload_size));
+                    detail::format_message("a record payload of {} bytes is larger than the format's limit of {} bytes",
+                                           payload.size(), max_record_payload_size));
     }
     const std::uint64_t size = record_size(payload.size());
     if (destination.size() < size) {
         throw error(errc::invalid_argument,
-                    fmt::format("a record of {} bytes does not fit in {} bytes", size, destination.size()));
+                    detail::format_message("a record of {} bytes does not fit in {} bytes", size, destination.size()));
     }
     std::byte* header = destination.data();
     store_u32_little_endian(header, static_cast<std::uint32_t>(payload.size()));
@@ -167,8 +169,9 @@ std::uint64_t encode_record(std::span<std::byte> destination, std::span<const st
 void encode_segment_end(std::span<std::byte> destination)
 {
     if (destination.size() < record_header_size) {
-        throw error(errc::invalid_argument, fmt::format("a segment-end marker of {} bytes does not fit in {} bytes",
-                                                        record_header_size, destination.size()));
+        throw error(errc::invalid_argument,
+                    detail::format_message("a segment-end marker of {} bytes does not fit in {} bytes",
+                                           record_header_size, destination.size()));
     }
     store_u32_little_endian(destination.data(), segment_end_length);
     store_u32_little_endian(destination.data() + 4, segment_end_checksum);

@@ -3,7 +3,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file_handle.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
@@ -88,8 +88,9 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
         store<std::uint32_t>(bytes, name_length_offset, static_cast<std::uint32_t>(name.size()));
         std::memcpy(bytes + name_offset, name.data(), name.size());
         for (std::uint64_t partition = 0; partition < options.partitions; ++partition) {
-            process_shared_mutex::initialize(bytes + layout::header_size + partition * layout::slot_size,
-                                             fmt::format("append lock of partition {} in {}", partition, path));
+            process_shared_mutex::initialize(
+                bytes + layout::header_size + partition * layout::slot_size,
+                detail::format_message("append lock of partition {} in {}", partition, path));
         }
         std::atomic_ref<std::uint32_t>(*reinterpret_cast<std::uint32_t*>(bytes + state_offset))  // NOLINT
             .store(1, std::memory_order_release);
@@ -99,8 +100,9 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
     const unique_fd file = open_file(path, open_mode::read_write);
     const std::uint64_t actual_size = file_size(file);
     if (actual_size < layout::header_size) {
-        throw error(errc::corrupt_data, fmt::format("{} is {} bytes, shorter than a shared header ({} bytes)", path,
-                                                    actual_size, layout::header_size));
+        throw error(errc::corrupt_data,
+                    detail::format_message("{} is {} bytes, shorter than a shared header ({} bytes)", path, actual_size,
+                                           layout::header_size));
     }
     mapped_region header = map_file(file, layout::header_size);
     const std::byte* bytes = header.data();
@@ -111,15 +113,17 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
         std::atomic_ref<const std::uint32_t>(*reinterpret_cast<const std::uint32_t*>(bytes + state_offset))  // NOLINT
                 .load(std::memory_order_acquire) != 1 ||
         load<std::uint32_t>(bytes, name_length_offset) > layout::max_serializer_name) {
-        throw error(errc::corrupt_data, fmt::format("{} is not a version {} shared header of a process-shared topic",
-                                                    path, layout::version));
+        throw error(errc::corrupt_data,
+                    detail::format_message("{} is not a version {} shared header of a process-shared topic", path,
+                                           layout::version));
     }
     const auto mismatch = [&](std::string_view option, const std::string& here, const std::string& there) {
-        return error(errc::invalid_argument,
-                     fmt::format("mmap topic '{}': option '{}' is {} here, but {} is open process-shared with {}; "
-                                 "the options that define the stored data (partitions, segment_size, "
-                                 "max_retained_consumed_segments, serializer) must agree in every process",
-                                 topic, option, here, topic_folder, there));
+        return error(
+            errc::invalid_argument,
+            detail::format_message("mmap topic '{}': option '{}' is {} here, but {} is open process-shared with {}; "
+                                   "the options that define the stored data (partitions, segment_size, "
+                                   "max_retained_consumed_segments, serializer) must agree in every process",
+                                   topic, option, here, topic_folder, there));
     };
     if (const auto stored = load<std::uint64_t>(bytes, partitions_offset); stored != options.partitions) {
         throw mismatch("partitions", std::to_string(options.partitions), std::to_string(stored));
@@ -139,9 +143,10 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
         throw mismatch("serializer", std::string(name), std::string(stored_serializer));
     }
     if (actual_size < size) {
-        throw error(errc::corrupt_data, fmt::format("{} is {} bytes, shorter than the {} bytes of a shared header of "
-                                                    "{} partitions",
-                                                    path, actual_size, size, options.partitions));
+        throw error(errc::corrupt_data,
+                    detail::format_message("{} is {} bytes, shorter than the {} bytes of a shared header of "
+                                           "{} partitions",
+                                           path, actual_size, size, options.partitions));
     }
     header.unmap();
     region_ = map_file(file, size);
@@ -150,11 +155,11 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
 process_shared_mutex shared_topic_header::append_lock(std::size_t partition) const
 {
     if (partition >= partitions_) {
-        throw error(errc::invalid_argument, fmt::format("mmap topic '{}': no partition {} in {} (it has {})", topic_,
-                                                        partition, region_.path(), partitions_));
+        throw error(errc::invalid_argument, detail::format_message("mmap topic '{}': no partition {} in {} (it has {})",
+                                                                   topic_, partition, region_.path(), partitions_));
     }
     return process_shared_mutex(region_.data() + layout::header_size + partition * layout::slot_size,
-                                fmt::format("append lock of topic '{}' partition {}", topic_, partition));
+                                detail::format_message("append lock of topic '{}' partition {}", topic_, partition));
 }
 
 shared_log_slot shared_topic_header::log_slot(std::size_t partition) const
@@ -162,8 +167,8 @@ shared_log_slot shared_topic_header::log_slot(std::size_t partition) const
     static_assert(shared_log_slot::offset_in_slot >= process_shared_mutex::storage_size &&
                   shared_log_slot::offset_in_slot + shared_log_slot::size <= layout::slot_size);
     if (partition >= partitions_) {
-        throw error(errc::invalid_argument, fmt::format("mmap topic '{}': no partition {} in {} (it has {})", topic_,
-                                                        partition, region_.path(), partitions_));
+        throw error(errc::invalid_argument, detail::format_message("mmap topic '{}': no partition {} in {} (it has {})",
+                                                                   topic_, partition, region_.path(), partitions_));
     }
     return shared_log_slot(region_.data() + layout::header_size + partition * layout::slot_size +
                            shared_log_slot::offset_in_slot);

@@ -6,11 +6,10 @@
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <filesystem>
-#include <iterator>
 #include <optional>
 #include <string_view>
 #include <system_error>
@@ -101,13 +100,14 @@ std::string unexpected_in_topic(const std::string& folder, const std::string& to
 {
     constexpr std::string_view not_checked = "; it was not checked";
     if (is_broken_link(folder, entry)) {
-        return fmt::format("is a symbolic link whose target is missing or cannot be reached{}", not_checked);
+        return detail::format_message("is a symbolic link whose target is missing or cannot be reached{}", not_checked);
     }
     if (const auto partition = partition_number(entry.name); partition && leads_to_folder(folder, entry)) {
-        return fmt::format("is not a partition folder of topic '{}': its name is not canonical (partition {} is {}){}",
-                           topic, *partition, canonical_name(*partition), not_checked);
+        return detail::format_message(
+            "is not a partition folder of topic '{}': its name is not canonical (partition {} is {}){}", topic,
+            *partition, canonical_name(*partition), not_checked);
     }
-    return fmt::format("is not a partition folder (partition-NNNNN) of topic '{}'{}", topic, not_checked);
+    return detail::format_message("is not a partition folder (partition-NNNNN) of topic '{}'{}", topic, not_checked);
 }
 
 // True unless `path` (which exists) is known to be something other than a folder: its entry in the
@@ -148,10 +148,10 @@ std::string partition_folder(const std::string& data_directory, const std::strin
 std::vector<std::string> list_topics(const std::string& data_directory)
 {
     if (!detail::path_exists(data_directory)) {
-        throw error(errc::invalid_argument, fmt::format("the folder {} does not exist", data_directory));
+        throw error(errc::invalid_argument, detail::format_message("the folder {} does not exist", data_directory));
     }
     if (!is_folder(data_directory)) {
-        throw error(errc::invalid_argument, fmt::format("{} is not a folder", data_directory));
+        throw error(errc::invalid_argument, detail::format_message("{} is not a folder", data_directory));
     }
     std::vector<std::string> topics;
     for (const detail::directory_entry& entry : detail::list_directory(data_directory)) {
@@ -161,10 +161,11 @@ std::vector<std::string> list_topics(const std::string& data_directory)
         }
     }
     if (topics.empty()) {
-        throw error(errc::invalid_argument,
-                    fmt::format("{} is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
-                                "(give the data_directory of the mmap topics)",
-                                data_directory));
+        throw error(
+            errc::invalid_argument,
+            detail::format_message("{} is not a bufferqueue data folder: no subfolder holds partition-NNNNN folders "
+                                   "(give the data_directory of the mmap topics)",
+                                   data_directory));
     }
     return topics;
 }
@@ -175,10 +176,10 @@ std::vector<std::size_t> list_partitions(const std::string& data_directory, cons
     if (std::find(topics.begin(), topics.end(), topic) == topics.end()) {
         std::string known;
         for (const std::string& each : topics) {
-            fmt::format_to(std::back_inserter(known), "{}'{}'", known.empty() ? "" : ", ", each);
+            known += detail::format_message("{}'{}'", known.empty() ? "" : ", ", each);
         }
         throw error(errc::invalid_argument,
-                    fmt::format("no topic '{}' in {} (its topics: {})", topic, data_directory, known));
+                    detail::format_message("no topic '{}' in {} (its topics: {})", topic, data_directory, known));
     }
     return partitions_in(topic_folder(data_directory, topic));
 }

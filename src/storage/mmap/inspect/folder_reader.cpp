@@ -6,7 +6,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
@@ -71,7 +71,7 @@ std::uint64_t discover_segment_size(const std::string& folder, const std::vector
 
 std::string describe_partition(const std::string& topic, std::size_t partition)
 {
-    return fmt::format("topic '{}' partition {}", topic, partition);
+    return detail::format_message("topic '{}' partition {}", topic, partition);
 }
 
 }  // namespace
@@ -97,8 +97,8 @@ partition_reader::partition_reader(const std::string& data_directory, const std:
     const std::vector<std::size_t> partitions = list_partitions(data_directory, topic);
     if (std::find(partitions.begin(), partitions.end(), partition) == partitions.end()) {
         throw error(errc::invalid_argument,
-                    fmt::format("no partition {} in topic '{}' (it has {} partition{}, numbered from 0)", partition,
-                                topic, partitions.size(), partitions.size() == 1 ? "" : "s"));
+                    detail::format_message("no partition {} in topic '{}' (it has {} partition{}, numbered from 0)",
+                                           partition, topic, partitions.size(), partitions.size() == 1 ? "" : "s"));
     }
     const std::string folder = inspect::partition_folder(data_directory, topic, partition);
     const std::uint64_t segment_size = discover_segment_size(folder, segment_indices(folder));
@@ -162,7 +162,8 @@ void partition_reader::open_readable_segments()
             if (const std::uint64_t size = detail::file_size(segment->file); size != files_.segment_size) {
                 summary_.unreadable.push_back(
                     {.path = segment->path,
-                     .reason = fmt::format("has {} bytes, but the segment size is {}", size, files_.segment_size)});
+                     .reason = detail::format_message("has {} bytes, but the segment size is {}", size,
+                                                      files_.segment_size)});
                 continue;
             }
             segment->region = detail::map_file(segment->file, files_.segment_size, detail::map_access::read_only);
@@ -172,7 +173,8 @@ void partition_reader::open_readable_segments()
         }
         if (const auto damage = detail::validate_segment_header(segment->region.bytes(), index, files_.segment_size)) {
             summary_.unreadable.push_back(
-                {.path = segment->path, .reason = fmt::format("the segment header is damaged: {}", *damage)});
+                {.path = segment->path,
+                 .reason = detail::format_message("the segment header is damaged: {}", *damage)});
             continue;
         }
         segments_->list.push_back(segment.get());
@@ -184,12 +186,12 @@ std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
 {
     if (!segments_->state) {
         throw error(errc::corrupt_data,
-                    fmt::format("{} is damaged: {}", files_.description, summary_.problem.value_or("")));
+                    detail::format_message("{} is damaged: {}", files_.description, summary_.problem.value_or("")));
     }
     if (item < summary_.earliest || item > summary_.end) {
         throw error(errc::invalid_argument,
-                    fmt::format("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
-                                files_.description, item, summary_.earliest, summary_.end));
+                    detail::format_message("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
+                                           files_.description, item, summary_.earliest, summary_.end));
     }
     if (item == summary_.end) {
         return summary_.end_log_offset;
@@ -204,8 +206,8 @@ std::uint64_t partition_reader::log_offset_of(std::uint64_t item) const
     for (std::uint64_t skip = item - segment.first_item; skip > 0; --skip) {
         const auto record = detail::read_record(segment.region.bytes(), position);
         if (!record) {
-            throw error(errc::corrupt_data,
-                        fmt::format("{}: record {} cannot be found in {}", files_.description, item, segment.path));
+            throw error(errc::corrupt_data, detail::format_message("{}: record {} cannot be found in {}",
+                                                                   files_.description, item, segment.path));
         }
         position = record->next_position;
     }
@@ -218,8 +220,8 @@ void partition_reader::read_records(std::uint64_t from, std::uint64_t count,
     const bool recovered = segments_->state.has_value();
     if (recovered && (from < summary_.earliest || from > summary_.end)) {
         throw error(errc::invalid_argument,
-                    fmt::format("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
-                                files_.description, from, summary_.earliest, summary_.end));
+                    detail::format_message("{}: offset {} is outside the valid range {} to {} (earliest to log end)",
+                                           files_.description, from, summary_.earliest, summary_.end));
     }
     const auto& list = segments_->list;
     std::uint64_t item = recovered ? summary_.earliest : 0;

@@ -6,7 +6,7 @@
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
@@ -34,7 +34,7 @@ public:
         if (report_.problems.size() == problems_before && reader_.summary().problem) {
             // Nothing the sweep sees by itself (a checkpoint ahead of the log, a missing segment, ...).
             problem(files_.folder, std::nullopt,
-                    fmt::format("the recovery check fails: {}", *reader_.summary().problem));
+                    detail::format_message("the recovery check fails: {}", *reader_.summary().problem));
         }
     }
 
@@ -149,13 +149,13 @@ private:
         const std::uint64_t size = detail::file_size(file);
         if (size != files_.segment_size) {
             problem(path, std::nullopt,
-                    fmt::format("has {} bytes, but the segment size is {}", size, files_.segment_size));
+                    detail::format_message("has {} bytes, but the segment size is {}", size, files_.segment_size));
             return;
         }
         const detail::mapped_region region = detail::map_file(file, size, detail::map_access::read_only);
         const std::span<const std::byte> bytes = region.bytes();
         if (const auto header = detail::validate_segment_header(bytes, index, files_.segment_size)) {
-            problem(path, 0, fmt::format("the segment header is damaged: {}", *header));
+            problem(path, 0, detail::format_message("the segment header is damaged: {}", *header));
             return;
         }
         const detail::scan_result scanned = detail::scan_segment(bytes, detail::segment_header_size);
@@ -165,12 +165,13 @@ private:
         }
         const std::string at = std::string(detail::describe(scanned.reason));
         if (!last) {
-            problem(path, scanned.end_position, fmt::format("{}, but a later segment exists", at));
+            problem(path, scanned.end_position, detail::format_message("{}, but a later segment exists", at));
         } else if (recovered && reader_.summary().tail_bytes > 0) {
             note(path, scanned.end_position,
-                 fmt::format("{} bytes after the last complete record: a tail being written, or torn by a crash "
-                             "(past what was flushed; the next open cuts it off)",
-                             reader_.summary().tail_bytes));
+                 detail::format_message(
+                     "{} bytes after the last complete record: a tail being written, or torn by a crash "
+                     "(past what was flushed; the next open cuts it off)",
+                     reader_.summary().tail_bytes));
         } else if (!recovered && scanned.reason != detail::scan_stop::zero_header) {
             problem(path, scanned.end_position, at);
         }

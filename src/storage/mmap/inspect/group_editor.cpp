@@ -6,10 +6,9 @@
 #include "bufferqueue/storage/mmap/detail/mmap_group_folder.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
-#include <fmt/format.h>
+#include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
-#include <iterator>
 #include <optional>
 
 namespace bufferqueue::inspect {
@@ -28,9 +27,10 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
         const partition_reader reader(data_directory, topic, partition);
         const partition_summary& summary = reader.summary();
         if (summary.problem) {
-            throw error(errc::corrupt_data, fmt::format("refusing to change group '{}': {} (run bufferqueue-inspect "
-                                                        "verify)",
-                                                        group, *summary.problem));
+            throw error(errc::corrupt_data,
+                        detail::format_message("refusing to change group '{}': {} (run bufferqueue-inspect "
+                                               "verify)",
+                                               group, *summary.problem));
         }
         const auto found = std::find_if(summary.groups.begin(), summary.groups.end(),
                                         [&](const group_position& each) { return each.group == group; });
@@ -49,9 +49,10 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
                                                               : offset;
             if (change.target < summary.earliest || change.target > summary.end) {
                 throw error(errc::invalid_argument,
-                            fmt::format("topic '{}' group '{}' partition {}: offset {} is outside the valid range {} "
-                                        "to {} (earliest to log end, in records)",
-                                        topic, group, partition, change.target, summary.earliest, summary.end));
+                            detail::format_message(
+                                "topic '{}' group '{}' partition {}: offset {} is outside the valid range {} "
+                                "to {} (earliest to log end, in records)",
+                                topic, group, partition, change.target, summary.earliest, summary.end));
             }
             change.target_log_offset = reader.log_offset_of(change.target);
         }
@@ -63,12 +64,13 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
             const partition_reader reader(data_directory, topic, partition);
             for (const group_position& each : reader.summary().groups) {
                 if (known.find("'" + each.group + "'") == std::string::npos) {
-                    fmt::format_to(std::back_inserter(known), "{}'{}'", known.empty() ? "" : ", ", each.group);
+                    known += detail::format_message("{}'{}'", known.empty() ? "" : ", ", each.group);
                 }
             }
         }
-        throw error(errc::invalid_argument, fmt::format("no group '{}' in topic '{}' (its groups: {})", group, topic,
-                                                        known.empty() ? std::string("none") : known));
+        throw error(errc::invalid_argument,
+                    detail::format_message("no group '{}' in topic '{}' (its groups: {})", group, topic,
+                                           known.empty() ? std::string("none") : known));
     }
     return result;
 }
@@ -80,9 +82,10 @@ detail::directory_lock lock_topic(const std::string& data_directory, const std::
     try {
         return detail::directory_lock(folder);
     } catch (const error& failure) {
-        throw error(errc::io_error, fmt::format("refusing to change topic '{}': {}; close the queue that has it open "
-                                                "and try again",
-                                                topic, failure.what()));
+        throw error(errc::io_error,
+                    detail::format_message("refusing to change topic '{}': {}; close the queue that has it open "
+                                           "and try again",
+                                           topic, failure.what()));
     }
 }
 
