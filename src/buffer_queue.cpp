@@ -2,6 +2,8 @@
 
 #include "bufferqueue/detail/message.hpp"
 
+#include <boost/asio/io_context.hpp>
+
 #include <algorithm>
 #include <mutex>
 #include <tuple>
@@ -32,6 +34,11 @@ private:
 buffer_queue::buffer_queue(executor_type executor)
     : executor_(std::move(executor)), context_(std::make_unique<context>(*this))
 {
+}
+
+buffer_queue::executor_type buffer_queue::io_context_executor(boost::asio::io_context& context)
+{
+    return context.get_executor();
 }
 
 buffer_queue::~buffer_queue()
@@ -121,6 +128,31 @@ std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, s
     throw error(errc::type_mismatch,
                 detail::format_message("topic '{}' is not registered for item type {}; it is registered for: {}", topic,
                                        type_name, others));
+}
+
+std::shared_ptr<detail::topic_base> buffer_queue::find_dead_letter_topic(std::string_view topic, std::string_view group,
+                                                                         std::string_view dead_letter_topic,
+                                                                         std::type_index type,
+                                                                         std::string_view type_name) const
+{
+    if (dead_letter_topic.empty()) {
+        return nullptr;
+    }
+    try {
+        return find(dead_letter_topic, type, type_name);
+    } catch (const error& failure) {
+        throw error(
+            static_cast<errc>(failure.code().value()),
+            detail::format_message("topic '{}' group '{}': 'dead_letter_topic': {}", topic, group, failure.what()));
+    }
+}
+
+std::shared_ptr<detail::dead_letter_route> buffer_queue::route_letters(detail::topic_base& letters,
+                                                                       const pull_consumer_options& options,
+                                                                       const std::string& item_type_name)
+{
+    return std::make_shared<detail::dead_letter_route>(letters.make_dead_letter_sink(), options.dead_letter_topic,
+                                                       counters_.of(options.topic, item_type_name, options.group));
 }
 
 std::vector<topic_stats> buffer_queue::stats() const

@@ -20,6 +20,7 @@
 #include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
 
+#include <concepts>
 #include <cstddef>
 #include <functional>
 #include <map>
@@ -33,6 +34,10 @@
 #include <typeindex>
 #include <utility>
 #include <vector>
+
+namespace boost::asio {
+class io_context;
+}  // namespace boost::asio
 
 namespace bufferqueue {
 
@@ -60,6 +65,16 @@ public:
 
     /// `executor` runs completions whose handler has no associated executor of its own.
     explicit buffer_queue(executor_type executor);
+
+    /// The same for an `io_context`'s own executor (`io.get_executor()`), which the library converts
+    /// to `executor_type` (compiled once, src/buffer_queue.cpp) instead of every file that makes a
+    /// queue: that conversion instantiates Asio's property machinery for the executor type.
+    template <class IoExecutor>
+        requires(std::same_as<std::remove_cvref_t<decltype(std::declval<const IoExecutor&>().context())>,
+                              boost::asio::io_context>&&
+                     std::same_as<IoExecutor, typename std::remove_cvref_t<decltype(std::declval<const IoExecutor&>()
+                                                                                        .context())>::executor_type>)
+    explicit buffer_queue(const IoExecutor& executor) : buffer_queue(io_context_executor(executor.context())) {}
 
     buffer_queue(const buffer_queue&) = delete;
     buffer_queue& operator=(const buffer_queue&) = delete;
@@ -120,16 +135,14 @@ public:
     std::vector<pull_consumer<T>> create_pull_consumers(const pull_consumer_options& options, std::size_t count)
     {
         validate(options);
-        const std::optional<bufferqueue::producer<dead_letter<T>>> dead_letters =
-            dead_letter_producer<T>(options.topic, options.group, options.dead_letter_topic);
+        const std::shared_ptr<detail::topic_base> letters =
+            find_dead_letter_topic(options.topic, options.group, options.dead_letter_topic, typeid(dead_letter<T>),
+                                   detail::readable_type_name<dead_letter<T>>());
         std::vector<pull_consumer<T>> consumers;
         for (auto& state : find<T>(options.topic)->create_consumers(options, count)) {
             consumers.emplace_back(std::move(state),
-                                   dead_letters
-                                       ? std::make_shared<detail::dead_letter_route>(
-                                             std::make_shared<detail::producer_dead_letter_sink<T>>(*dead_letters),
-                                             options.dead_letter_topic, counters_of<T>(options.topic, options.group))
-                                       : nullptr);
+                                   letters ? route_letters(*letters, options, detail::readable_type_name<T>())
+                                           : nullptr);
         }
         return consumers;
     }
@@ -273,6 +286,9 @@ public:
 private:
     class context;  // the topic_context the queue hands to make_topic (buffer_queue.cpp)
 
+    // `context.get_executor()` as an `executor_type`.
+    static executor_type io_context_executor(boost::asio::io_context& context);
+
     void add(std::shared_ptr<detail::topic_base> topic);
     std::shared_ptr<detail::io_pool> blocking_pool();
     std::shared_ptr<detail::io_pool> dedicated_pool(std::size_t threads);
@@ -280,6 +296,15 @@ private:
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
     static void validate(const pull_consumer_options& options);
+    // The topic of item type `type` (`type_name`) that `dead_letter_topic` names, or null when it is
+    // empty; throws what `find` throws, naming `topic`, `group` and the option.
+    std::shared_ptr<detail::topic_base> find_dead_letter_topic(std::string_view topic, std::string_view group,
+                                                               std::string_view dead_letter_topic, std::type_index type,
+                                                               std::string_view type_name) const;
+    // The route of one pull consumer of items `item_type_name` to the dead-letter topic `letters`
+    // (a topic of their `dead_letter<T>`), with its group's counters.
+    std::shared_ptr<detail::dead_letter_route>
+    route_letters(detail::topic_base& letters, const pull_consumer_options& options, const std::string& item_type_name);
 
     // Checks everything about a subscription that can be checked before its group is created.
     // `earlier` lists the (topic, group) pairs registered by the same call.
@@ -363,16 +388,13 @@ private:
     std::optional<bufferqueue::producer<dead_letter<T>>>
     dead_letter_producer(std::string_view topic, std::string_view group, std::string_view dead_letter_topic) const
     {
-        if (dead_letter_topic.empty()) {
+        std::shared_ptr<detail::topic_base> letters = find_dead_letter_topic(
+            topic, group, dead_letter_topic, typeid(dead_letter<T>), detail::readable_type_name<dead_letter<T>>());
+        if (!letters) {
             return std::nullopt;
         }
-        try {
-            return bufferqueue::producer<dead_letter<T>>(find<dead_letter<T>>(dead_letter_topic));
-        } catch (const error& failure) {
-            throw error(
-                static_cast<errc>(failure.code().value()),
-                detail::format_message("topic '{}' group '{}': 'dead_letter_topic': {}", topic, group, failure.what()));
-        }
+        return bufferqueue::producer<dead_letter<T>>(
+            std::static_pointer_cast<detail::topic<dead_letter<T>>>(std::move(letters)));
     }
 
     template <class T>

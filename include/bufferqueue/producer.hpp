@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
+#include "bufferqueue/topic/detail/produce_steps.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <concepts>
@@ -15,7 +16,6 @@
 #include <span>
 #include <stop_token>
 #include <string>
-#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -116,7 +116,7 @@ public:
     {
         std::optional<std::uint32_t> partition = route_one(item);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce_one{}, token, topic_, item, partition, stop_);
+            detail::initiate_produce_one<T>{}, token, topic_, item, partition, stop_);
     }
 
     /// As the `const T&` overload, but `item` is moved into the operation and then into storage:
@@ -126,7 +126,7 @@ public:
     {
         std::optional<std::uint32_t> partition = route_one(item);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce_one{}, token, topic_, std::move(item), partition, stop_);
+            detail::initiate_produce_one<T>{}, token, topic_, std::move(item), partition, stop_);
     }
 
     /// Stores a batch: one no larger than a bounded topic's capacity is admitted whole; a larger
@@ -141,7 +141,7 @@ public:
         std::vector<std::uint32_t> partitions;
         route(items, partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::vector<T>(), items, std::move(partitions), stop_);
+            detail::initiate_produce<T>{}, token, topic_, std::vector<T>(), items, std::move(partitions), stop_);
     }
 
     /// Takes ownership of a vector, so a temporary batch is safe with any completion token (the span
@@ -153,7 +153,8 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(items), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions), stop_);
+            detail::initiate_produce<T>{}, token, topic_, std::move(items), std::span<const T>(), std::move(partitions),
+            stop_);
     }
 
     /// Copies any input range once (the counterpart of the seed's IEnumerable overloads; a range of
@@ -168,7 +169,8 @@ public:
         std::vector<std::uint32_t> partitions;
         route(std::span<const T>(copied), partitions);
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
-            initiate_produce{}, token, topic_, std::move(copied), std::span<const T>(), std::move(partitions), stop_);
+            detail::initiate_produce<T>{}, token, topic_, std::move(copied), std::span<const T>(),
+            std::move(partitions), stop_);
     }
 
 private:
@@ -184,110 +186,6 @@ private:
         }
         return outcome == detail::produce_outcome::done;
     }
-
-    // Stores what fits of `items` now (`partitions`: each item's key partition, or null for
-    // round-robin; `movable`: the operation owns the items): the produce's result, or nothing when
-    // it must wait for room instead.
-    static std::optional<std::tuple<boost::system::error_code>>
-    store_now(detail::topic<T>& topic, std::span<const T> items, const std::uint32_t* partitions, bool movable)
-    {
-        try {
-            const detail::produce_outcome outcome = topic.produce_now(items, partitions, true, movable);
-            if (outcome == detail::produce_outcome::must_wait) {
-                return std::nullopt;
-            }
-            return std::tuple(detail::produce_error(outcome));
-        } catch (...) {
-            // A storage failure (errc::io_error), or T's copy constructor threw.
-            return std::tuple(detail::current_exception_code(errc::invalid_argument));
-        }
-    }
-
-    // One produce, whatever the storage: the topic's runner stores it where blocking is allowed
-    // (inline for memory, on the I/O pool for mmap) and completes it, or parks it to wait for room.
-    struct produce_step {
-        std::shared_ptr<detail::topic<T>> topic;
-        std::vector<T> owned;  // the items when the operation owns them, else empty
-        std::span<const T> items;
-        std::vector<std::uint32_t> partitions;  // each item's key partition, or empty (round-robin)
-        std::stop_token stop;
-
-        // Stores what fits now; nothing when the produce must wait for room instead.
-        std::optional<std::tuple<boost::system::error_code>> attempt()
-        {
-            return store_now(*topic, owned.empty() ? items : std::span<const T>(owned),
-                             partitions.empty() ? nullptr : partitions.data(), !owned.empty());
-        }
-
-        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
-        {
-            detail::topic<T>& target = *topic;
-            target.produce_waiting(std::make_unique<detail::produce_operation<T>>(
-                std::move(completion), std::move(owned), items, std::move(partitions), std::move(stop)));
-        }
-    };
-
-    // A single item: the step owns it only when it has to wait, so a produce that stores at once
-    // allocates nothing.
-    struct produce_one_step {
-        std::shared_ptr<detail::topic<T>> topic;
-        T item;
-        std::optional<std::uint32_t> partition;
-        std::stop_token stop;
-
-        std::optional<std::tuple<boost::system::error_code>> attempt()
-        {
-            return store_now(*topic, std::span<const T>(&item, 1), partition ? &*partition : nullptr, true);
-        }
-
-        void wait(std::unique_ptr<detail::pending_completion<boost::system::error_code>> completion) &&
-        {
-            std::vector<T> owned;
-            owned.push_back(std::move(item));
-            std::vector<std::uint32_t> partitions;
-            if (partition) {
-                partitions.push_back(*partition);
-            }
-            produce_step{std::move(topic), std::move(owned), {}, std::move(partitions), std::move(stop)}.wait(
-                std::move(completion));
-        }
-    };
-
-// GCC 12 at -O2 reports the step below as "used uninitialized" (-Wuninitialized) once the memory
-// partition's move of the item is inlined into it, for an item holding a std::optional
-// (dead_letter<T>): a false positive of its std::optional analysis - every member is initialized
-// by the aggregate initialization. Silenced here only, so users' -Werror builds stay clean.
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-    struct initiate_produce_one {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, T item,
-                        std::optional<std::uint32_t> partition, std::stop_token stop) const
-        {
-            const detail::topic<T>& target = *topic;
-            target.runner().template start<boost::system::error_code>(
-                std::forward<Handler>(handler), target.executor(),
-                produce_one_step{std::move(topic), std::move(item), partition, std::move(stop)});
-        }
-    };
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
-
-    struct initiate_produce {
-        template <class Handler>
-        void operator()(Handler&& handler, std::shared_ptr<detail::topic<T>> topic, std::vector<T> owned,
-                        std::span<const T> items, std::vector<std::uint32_t> partitions, std::stop_token stop) const
-        {
-            const detail::topic<T>& target = *topic;
-            target.runner().template start<boost::system::error_code>(
-                std::forward<Handler>(handler), target.executor(),
-                produce_step{std::move(topic), std::move(owned), items, std::move(partitions), std::move(stop)});
-        }
-    };
 
     template <class Range>
     static std::vector<T> materialize(Range&& items)
@@ -319,12 +217,7 @@ private:
 
     std::uint32_t route_one(const key_selector<T>& key, const T& item) const
     {
-        try {
-            return key.partition_for(item, topic_->partition_count());
-        } catch (const error& failure) {
-            throw error(errc::invalid_argument,
-                        detail::format_message("topic '{}': {}", topic_->name(), failure.what()));
-        }
+        return detail::key_partition(*topic_, key, item);
     }
 
     // Fills `partitions` with each item's key partition; null (and nothing filled) for round-robin.

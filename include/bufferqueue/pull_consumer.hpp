@@ -25,27 +25,6 @@
 
 namespace bufferqueue {
 
-namespace detail {
-
-/// The dead-letter sink of the pull consumers the registry makes: a producer of the dead-letter
-/// topic, one per consumer. Not thread-safe (one `send` at a time, as `dead_letter_sink` says).
-template <class T>
-class producer_dead_letter_sink final : public dead_letter_sink {
-public:
-    explicit producer_dead_letter_sink(producer<dead_letter<T>> letters) noexcept : producer_(std::move(letters)) {}
-
-    void send(const std::string& topic, const skipped_record& record, std::string error,
-              letter_acknowledgement acknowledge) override
-    {
-        producer_.produce(undecodable_letter<T>(topic, record, std::move(error)), std::move(acknowledge));
-    }
-
-private:
-    producer<dead_letter<T>> producer_;
-};
-
-}  // namespace detail
-
 /// One consumer of a consumer group: it owns a contiguous share of the topic's partitions (fixed,
 /// unless a backend's group protocol assigns and revokes partitions; see docs/consumer-model.md)
 /// and scans them as a ring (one pull per readable partition per rotation). Move-only; destroying

@@ -8,6 +8,8 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/thread_pool.hpp>
 #include <boost/asio/use_future.hpp>
 #include <boost/system/system_error.hpp>
 
@@ -25,6 +27,7 @@
 #include <string>
 #include <system_error>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -94,6 +97,49 @@ bq::pull_consumer_options automatic(std::string topic, std::string group)
 }
 
 }  // namespace
+
+TEST_CASE("buffer queue: a queue made from an io_context's executor, a strand or a thread pool runs its "
+          "completions there",
+          "[registry]")
+{
+    // io.get_executor() takes the constructor that converts it in the library; the others convert
+    // to any_io_executor at the call.
+    static_assert(std::is_constructible_v<bq::buffer_queue, boost::asio::io_context::executor_type>);
+    static_assert(
+        std::is_constructible_v<bq::buffer_queue, boost::asio::strand<boost::asio::io_context::executor_type>>);
+    static_assert(std::is_constructible_v<bq::buffer_queue, boost::asio::thread_pool::executor_type>);
+    static_assert(!std::is_constructible_v<bq::buffer_queue, boost::asio::io_context&>);
+
+    boost::asio::io_context io;
+    const auto strand = boost::asio::make_strand(io);
+    boost::asio::thread_pool pool(1);
+    bq::buffer_queue on_io(io.get_executor());
+    bq::buffer_queue on_strand(strand);
+    bq::buffer_queue on_pool(pool.get_executor());
+    CHECK(on_io.get_executor() == bq::buffer_queue::executor_type(io.get_executor()));
+    CHECK(on_strand.get_executor() == bq::buffer_queue::executor_type(strand));
+    CHECK(on_pool.get_executor() == bq::buffer_queue::executor_type(pool.get_executor()));
+    CHECK(on_io.get_executor() != on_strand.get_executor());
+
+    // A waiting consume without an executor of its own completes on the queue's executor: here, the
+    // io_context's thread.
+    on_io.add_topic(bq::memory_topic_options<int>{.name = "numbers"});
+    bq::pull_consumer<int> consumer = on_io.create_pull_consumer<int>({.topic = "numbers", .group = "g"});
+    std::optional<std::thread::id> completed_on;
+    std::size_t received = 0;
+    consumer.consume([&](boost::system::error_code error, bq::batch<int> batch) {
+        CHECK_FALSE(error);
+        received = batch.size();
+        completed_on = std::this_thread::get_id();
+    });
+    std::thread producer([&] { on_io.producer<int>("numbers").try_produce(7); });
+    producer.join();
+    io.run();
+    CHECK(received == 1);
+    REQUIRE(completed_on.has_value());
+    CHECK(*completed_on == std::this_thread::get_id());
+    pool.join();
+}
 
 TEST_CASE("buffer queue: one topic name registered for two item types gives two independent buffers", "[registry]")
 {

@@ -73,6 +73,16 @@ protected:
     boost::asio::any_io_executor work_;
 };
 
+/// `executor` with outstanding work tracked (`execution::outstanding_work.tracked`). Compiled once
+/// (src/detail/completion.cpp): Asio's property machinery for `any_io_executor` is costly to compile
+/// in every file that includes this header. Allocates as `boost::asio::prefer` does; never throws
+/// for an executor that has the property.
+boost::asio::any_io_executor work_tracked(const boost::asio::any_io_executor& executor);
+
+/// The system executor, never blocking: where a handler without an `any_io_executor` completes.
+/// Compiled once (src/detail/completion.cpp).
+boost::asio::any_io_executor never_blocking_system_executor();
+
 /// The executor a waiting operation's continuations run on, with work tracked: the handler's associated
 /// executor, or - when that is no `any_io_executor` (`use_future`'s promise executor) - the system
 /// executor, where such a handler completes anyway (nobody has to run an `io_context` for it).
@@ -81,11 +91,9 @@ boost::asio::any_io_executor continuation_executor(const Handler& handler, const
 {
     using associated = boost::asio::associated_executor_t<Handler, boost::asio::any_io_executor>;
     if constexpr (std::is_constructible_v<boost::asio::any_io_executor, associated>) {
-        return boost::asio::prefer(
-            boost::asio::any_io_executor(boost::asio::get_associated_executor(handler, fallback)),
-            boost::asio::execution::outstanding_work.tracked);
+        return work_tracked(boost::asio::any_io_executor(boost::asio::get_associated_executor(handler, fallback)));
     } else {
-        return boost::asio::require(boost::asio::system_executor(), boost::asio::execution::blocking.never);
+        return never_blocking_system_executor();
     }
 }
 

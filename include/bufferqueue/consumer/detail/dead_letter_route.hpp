@@ -38,8 +38,8 @@ dead_letter<T> undecodable_letter(const std::string& topic, const skipped_record
 /// acknowledged the letter, else with the produce's error.
 using letter_acknowledgement = std::function<void(boost::system::error_code)>;
 
-/// Where a route's letters go: a producer of the dead-letter topic, which the registry, above this
-/// layer, supplies (`producer_dead_letter_sink`, pull_consumer.hpp). Item-type free, so the routed
+/// Where a route's letters go: the dead-letter topic, above this layer, supplies it
+/// (`topic_dead_letter_sink`, topic/detail/topic_dead_letter_sink.hpp). Item-type free, so the routed
 /// consume is compiled once (src/consumer/routed_consume.cpp).
 class dead_letter_sink {
 public:

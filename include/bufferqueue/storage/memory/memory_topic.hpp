@@ -2,7 +2,6 @@
 // `buffer_queue::add_topic`).
 #pragma once
 
-#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/options.hpp"
 #include "bufferqueue/partition_key.hpp"
 #include "bufferqueue/storage/memory/detail/memory_partition.hpp"
@@ -16,7 +15,6 @@
 #include <memory>
 #include <optional>
 #include <string>
-#include <string_view>
 #include <utility>
 
 namespace bufferqueue {
@@ -53,27 +51,21 @@ struct memory_topic_options {
 
 namespace detail {
 
+/// Checks the options of memory topic `name` that its item type does not change (name, partitions,
+/// segment_size, bounds, producer_lanes; `keyed`: a partition_key is set) and returns its producer
+/// lanes, 0 resolved (see `memory_topic_options::producer_lanes`). Throws `bufferqueue::error`
+/// `errc::invalid_argument` naming the option at fault. Compiled once (src/storage/memory/).
+std::size_t checked_memory_lanes(const std::string& name, std::size_t partitions, std::size_t segment_size,
+                                 std::optional<std::size_t> bounded_capacity, bufferqueue::full_mode full_mode,
+                                 std::size_t producer_lanes, bool keyed);
+
 /// Validates `options` and builds the topic. Throws `bufferqueue::error` naming the option at fault.
 template <class T>
 std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boost::asio::any_io_executor executor)
 {
-    constexpr std::string_view kind = "memory";
-    require_topic_name(kind, options.name);
-    require_partition_count(kind, options.name, options.partitions);
-    constexpr std::size_t max_segment_size = std::size_t{1} << 24;
-    require_option(options.segment_size >= 1 && options.segment_size <= max_segment_size, kind, options.name,
-                   "segment_size",
-                   format_message("must be between 1 and {} items (got {})", max_segment_size, options.segment_size));
-    require_bounds(kind, options.name, options.bounded_capacity, options.full_mode);
-
-    constexpr std::size_t max_producer_lanes = memory_partition<T>::max_lanes;
-    require_option(options.producer_lanes <= max_producer_lanes, kind, options.name, "producer_lanes",
-                   format_message("must be 0 (automatic) or between 1 and {} (got {})", max_producer_lanes,
-                                  options.producer_lanes));
-    constexpr std::size_t automatic_lanes = 8;
-    const std::size_t lanes = options.producer_lanes != 0                         ? options.producer_lanes
-                              : !options.partition_key && options.partitions >= 2 ? automatic_lanes
-                                                                                  : 1;
+    const std::size_t lanes =
+        checked_memory_lanes(options.name, options.partitions, options.segment_size, options.bounded_capacity,
+                             options.full_mode, options.producer_lanes, static_cast<bool>(options.partition_key));
 
     // The topic keeps a round-robin position per producer lane (`producer_lanes_of`).
     topic_partitions<memory_partition<T>> partitions;

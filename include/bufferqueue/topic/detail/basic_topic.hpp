@@ -1,27 +1,23 @@
-// Internal: the typed topic - routing, bounded admission and consumer groups over storage partitions.
+// Internal: the typed topic - routing, bounded admission and consumer groups over storage partitions
+// (the parts that depend on neither the item type nor the storage: topic_core.hpp, compiled once).
 #pragma once
 
-#include "bufferqueue/detail/partition_signal.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/storage/group_membership.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/detail/acknowledged_produce.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
-#include "bufferqueue/topic/detail/consumer_groups.hpp"
 #include "bufferqueue/topic/detail/partition_slot.hpp"
 #include "bufferqueue/topic/detail/produce_waiter.hpp"
 #include "bufferqueue/topic/detail/router.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
-#include "bufferqueue/topic/detail/topic_statistics.hpp"
+#include "bufferqueue/topic/detail/topic_core.hpp"
+#include "bufferqueue/topic/detail/topic_dead_letter_sink.hpp"
 
-#include <algorithm>
-#include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -40,9 +36,7 @@ namespace bufferqueue::detail {
 /// produce completes on the last acknowledgement of its items (`acknowledged_produce`), a bounded
 /// topic admitting them first. Thread-safe.
 template <class T, class Partition>
-class basic_topic final : public topic<T>,
-                          public membership_target,
-                          public std::enable_shared_from_this<basic_topic<T, Partition>> {
+class basic_topic final : public topic<T>, public std::enable_shared_from_this<basic_topic<T, Partition>> {
     static_assert(storage_partition<Partition, T>);
 
 public:
@@ -66,56 +60,27 @@ public:
     };
 
     basic_topic(settings configuration, std::vector<std::unique_ptr<slot_type>> slots)
-        : name_(std::move(configuration.name)), type_name_(readable_type_name<T>()),
-          partition_key_(std::move(configuration.partition_key)), full_mode_(configuration.full_mode),
-          executor_(std::move(configuration.executor)), slots_(std::move(slots)), slot_bases_(erased(slots_)),
-          resources_(std::move(configuration.resources)),
+        : partition_key_(std::move(configuration.partition_key)), slots_(std::move(slots)),
           produce_runner_(storage_appends_block<Partition>() ? configuration.blocking_pool : nullptr),
-          runner_(std::move(configuration.blocking_pool)),
-          router_(slots_, configuration.producer_lanes, configuration.bounded_capacity.has_value())
+          router_(slots_, configuration.producer_lanes, configuration.bounded_capacity.has_value()),
+          core_(core_settings(std::move(configuration)), erased(slots_))
     {
-        if (configuration.bounded_capacity) {
-            gate_.emplace(*configuration.bounded_capacity);
-        }
-        if (configuration.membership) {
-            membership_ = std::move(configuration.membership);
-            link_ = std::make_shared<membership_link>(static_cast<membership_target&>(*this));
-            groups_.use_outside_membership(*membership_);
-            membership_->bind(membership_port(link_));
-        }
     }
 
     ~basic_topic() override { close(); }
 
-    const std::string& name() const noexcept override { return name_; }
+    const std::string& name() const noexcept override { return core_.name(); }
     std::type_index item_type() const noexcept override { return typeid(T); }
-    const std::string& item_type_name() const noexcept override { return type_name_; }
+    const std::string& item_type_name() const noexcept override { return core_.item_type_name(); }
     std::uint32_t partition_count() const noexcept override { return static_cast<std::uint32_t>(slots_.size()); }
     const key_selector<T>& partition_key() const noexcept override { return partition_key_; }
-    const boost::asio::any_io_executor& executor() const noexcept override { return executor_; }
+    const boost::asio::any_io_executor& executor() const noexcept override { return core_.executor(); }
     const storage_runner& runner() const noexcept override { return produce_runner_; }
-    bool is_closed() const noexcept { return closed_.load(std::memory_order_acquire); }
+    bool is_closed() const noexcept { return core_.is_closed(); }
     /// Partition `partition`'s storage, to look at (tests, tools); `partition` < `partition_count()`.
     const Partition& storage_of(std::size_t partition) const noexcept { return slots_[partition]->storage; }
 
-    void close() noexcept override
-    {
-        if (closed_.exchange(true, std::memory_order_acq_rel)) {
-            return;
-        }
-        if (membership_) {
-            membership_->close();  // leaves the groups; then the port refuses
-            link_->clear();
-        }
-        if (gate_) {
-            gate_->close();
-        }
-        groups_.close_all();
-        for (const auto& slot : slots_) {
-            slot->storage.close();
-        }
-        resources_.reset();
-    }
+    void close() noexcept override { core_.close(); }
 
     produce_outcome produce_now(std::span<const T> items, const std::uint32_t* partitions, bool allow_wait,
                                 bool movable) override
@@ -131,10 +96,10 @@ public:
                 return produce_outcome::must_wait;  // produce_waiting completes it on the acknowledgements
             }
         }
-        if (gate_) {
-            const bool may_wait = allow_wait && full_mode_ == full_mode::wait;
+        if (capacity_gate* gate = core_.gate()) {
+            const bool may_wait = allow_wait && core_.full_mode() == full_mode::wait;
             // try_acquire fails while others wait for room, so this produce queues behind them.
-            if (items.size() > gate_->capacity() || !gate_->try_acquire(items.size())) {
+            if (items.size() > gate->capacity() || !gate->try_acquire(items.size())) {
                 return may_wait ? produce_outcome::must_wait : produce_outcome::no_room;
             }
         }
@@ -157,7 +122,8 @@ public:
     {
         if constexpr (acknowledging_partition<Partition, T>) {
             auto* acknowledgements = new acknowledged_produce<T>(std::move(operation));  // deletes itself
-            if (gate_ && full_mode_ == full_mode::wait) {
+            capacity_gate* gate = core_.gate();
+            if (gate != nullptr && core_.full_mode() == full_mode::wait) {
                 auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), *acknowledgements,
                                                                   producer_thread_number());
                 waiter->watch_cancellation();
@@ -168,8 +134,8 @@ public:
             boost::system::error_code error;
             if (is_closed()) {
                 error = make_error_code(errc::closed);
-            } else if (gate_ &&
-                       (started.items().size() > gate_->capacity() || !gate_->try_acquire(started.items().size()))) {
+            } else if (gate != nullptr &&
+                       (started.items().size() > gate->capacity() || !gate->try_acquire(started.items().size()))) {
                 error = make_error_code(errc::queue_full);  // full_mode::fail: refused whole, nothing handed over
             } else {
                 try {
@@ -191,63 +157,51 @@ public:
     std::vector<std::shared_ptr<consumer_base>> create_consumers(const pull_consumer_options& options,
                                                                  std::size_t count) override
     {
-        consumer_context context{.topic_name = name_,
-                                 .executor = executor_,
-                                 .runner = runner_,
-                                 .topic_closed = &closed_,
-                                 .gate = gate_ ? &*gate_ : nullptr,
-                                 .keep_alive = this->shared_from_this()};
-        return groups_.create(name_, slot_bases_, options, count, context);  // tells the membership
+        return core_.create_consumers(options, count, this->shared_from_this());
     }
 
-    topic_stats stats() override
+    topic_stats stats() override { return core_.stats(); }
+
+    std::shared_ptr<dead_letter_sink> make_dead_letter_sink() override
     {
-        if (membership_) {
-            membership_->refresh_statistics();
+        if constexpr (dead_letter_traits<T>::is_letter) {
+            return std::make_shared<topic_dead_letter_sink<typename dead_letter_traits<T>::item>>(
+                this->shared_from_this());
+        } else {
+            return nullptr;
         }
-        return collect_topic_stats(name_, type_name_, storage_backend_name<Partition>(), slot_bases_, groups_,
-                                   gate_ ? &*gate_ : nullptr);
     }
 
-    bool has_group(const std::string& group) override { return groups_.has_group(slot_bases_, group); }
-
-    bool remove_group(const std::string& group) override
-    {
-        const bool here = groups_.remove(name_, slot_bases_, group, closed_, gate_ ? &*gate_ : nullptr);
-        const bool elsewhere = membership_ ? membership_->remove_group(group) : false;
-        return here || elsewhere;
-    }
+    bool has_group(const std::string& group) override { return core_.has_group(group); }
+    bool remove_group(const std::string& group) override { return core_.remove_group(group); }
 
     void assign_partitions(const std::string& group, std::size_t consumer,
                            std::span<const std::size_t> partitions) override
     {
-        groups_.assign(name_, group, consumer, partitions);
+        core_.assign_partitions(group, consumer, partitions);
     }
 
     void revoke_partitions(const std::string& group, std::size_t consumer,
                            std::span<const std::size_t> partitions) override
     {
-        groups_.revoke(name_, group, consumer, partitions);
-    }
-
-    std::vector<std::size_t> partitions_in_use(const std::string& group) override
-    {
-        return groups_.partitions_in_use(name_, group);
+        core_.revoke_partitions(group, consumer, partitions);
     }
 
     /// Gives back room that every group has committed past.
-    void release_capacity(std::size_t count) noexcept
-    {
-        if (gate_) {
-            gate_->release(count);
-        }
-    }
+    void release_capacity(std::size_t count) noexcept { core_.release_capacity(count); }
 
     /// Items admitted and not yet committed by every group (bounded topics), for tests and metrics.
-    std::size_t admitted_items() const noexcept { return gate_ ? gate_->used() : 0; }
+    std::size_t admitted_items() const noexcept
+    {
+        const capacity_gate* gate = core_.gate();
+        return gate != nullptr ? gate->used() : 0;
+    }
 
 private:
     friend class produce_waiter<T, basic_topic>;
+
+    // The bounded topic's admission (for its produce waiters: only a bounded topic has them).
+    capacity_gate& admission() noexcept { return *core_.gate(); }
 
     static std::vector<partition_slot_base*> erased(const std::vector<std::unique_ptr<slot_type>>& slots)
     {
@@ -275,23 +229,24 @@ private:
         }
     }
 
-    const std::string name_;
-    const std::string type_name_;
+    static topic_core::settings core_settings(settings&& configuration)
+    {
+        return {.name = std::move(configuration.name),
+                .item_type_name = readable_type_name<T>(),
+                .backend_name = storage_backend_name<Partition>(),
+                .bounded_capacity = configuration.bounded_capacity,
+                .full_mode = configuration.full_mode,
+                .executor = std::move(configuration.executor),
+                .resources = std::move(configuration.resources),
+                .blocking_pool = std::move(configuration.blocking_pool),
+                .membership = std::move(configuration.membership)};
+    }
+
     const key_selector<T> partition_key_;
-    const bufferqueue::full_mode full_mode_;
-    const boost::asio::any_io_executor executor_;
     const std::vector<std::unique_ptr<slot_type>> slots_;
-    const std::vector<partition_slot_base*> slot_bases_;  // slots_, erased: what the consumer groups use
-    std::optional<capacity_gate> gate_;
-    std::shared_ptr<void> resources_;      // released by close()
     const storage_runner produce_runner_;  // decided once: the pool when appends block, else inline
-    const storage_runner runner_;          // decided once: the consumers' (the I/O pool for blocking storage)
     topic_router<T, Partition> router_;    // over slots_
-    alignas(64) std::atomic<bool> closed_{false};
-    consumer_groups groups_;
-    // Outside membership, when the backend has it (destroyed before groups_, which the port reaches).
-    std::shared_ptr<group_membership> membership_;
-    std::shared_ptr<membership_link> link_;  // the port's way in; cleared when the topic closes
+    topic_core core_;                      // over slots_, erased; closed by the destructor, before slots_ go
 };
 
 }  // namespace bufferqueue::detail

@@ -40,6 +40,8 @@ public:
     virtual std::uint64_t maintenance_failures() const noexcept = 0;
     /// `storage.stored_groups()` for a `group_listing_partition`, else none.
     virtual std::vector<stored_group> stored_groups() const = 0;
+    /// `storage.close()`.
+    virtual void close_storage() noexcept = 0;
 
 protected:
     partition_slot_base() = default;
@@ -149,6 +151,7 @@ public:
             return {};
         }
     }
+    void close_storage() noexcept override { storage.close(); }
 };
 
 }  // namespace bufferqueue::detail

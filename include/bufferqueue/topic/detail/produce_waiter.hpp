@@ -43,7 +43,7 @@ public:
 
     void run()
     {
-        capacity_gate& gate = *topic_->gate_;
+        capacity_gate& gate = topic_->admission();
         for (;;) {
             // Everything stored is a success, even when a close or cancel came in meanwhile.
             const std::size_t remaining = operation_->items().size() - done_;
@@ -71,7 +71,7 @@ public:
     void granted() noexcept override
     {
         boost::asio::post(operation_->completion().executor(), [this] {
-            capacity_gate& gate = *topic_->gate_;
+            capacity_gate& gate = topic_->admission();
             if (topic_->is_closed() || cancel_requested()) {
                 // Cancelled after the room was granted: the slice is not stored; the room goes on.
                 topic_->release_capacity(requested());
@@ -93,7 +93,7 @@ public:
     // being waited for is not. A stop already requested cancels at once (the callback runs here).
     void watch_cancellation()
     {
-        operation_->completion().on_cancel([this] { topic_->gate_->cancel(*this); });
+        operation_->completion().on_cancel([this] { topic_->admission().cancel(*this); });
         if (operation_->stop_token().stop_possible()) {
             stop_callback_.emplace(operation_->stop_token(), stop_requested{this});
         }
@@ -108,7 +108,7 @@ public:
 private:
     struct stop_requested {
         produce_waiter* waiter;
-        void operator()() const noexcept { waiter->topic_->gate_->cancel(*waiter); }
+        void operator()() const noexcept { waiter->topic_->admission().cancel(*waiter); }
     };
 
     // Stores the admitted slice; the error when it could not (the room not stored is given back).
