@@ -9,9 +9,15 @@
 # kafka: find_package(bufferqueue COMPONENTS kafka) gives bufferqueue::kafka).
 #   cmake -DMODE=<add_subdirectory|fetchcontent|find_package> -DSOURCE=<checkout> -DWORK=<directory>
 #         -DGENERATOR=<generator> -DCOMPILER=<c++ compiler> [-DLAUNCHER=<ccache>] [-DBUILD_TYPE=<type>]
-#         [-DBUILD_FLAGS=<flags of that type>] -P run_package_test.cmake
+#         [-DBUILD_FLAGS=<flags of that type>] [-DINSTALL_FROM=<built build tree>]
+#         [-DPRECOMPILE_HEADERS=<ON|OFF>] -P run_package_test.cmake
 # The library and the consumer are built with the calling build's compiler and launcher (ccache), and
-# the given build type and flags (tests/CMakeLists.txt passes Debug with -O0).
+# the given build type and flags (tests/CMakeLists.txt passes Debug with -O0). With INSTALL_FROM
+# (find_package only), `cmake --install` installs that build tree - the calling build, which
+# tests/CMakeLists.txt passes - instead of configuring and building the library once more.
+# PRECOMPILE_HEADERS (add_subdirectory, fetchcontent) sets BUFFERQUEUE_PRECOMPILE_HEADERS in the
+# consumer's build; the test checks that the library's files were compiled with its precompiled
+# header or, with OFF, without it.
 file(REMOVE_RECURSE "${WORK}")
 file(MAKE_DIRECTORY "${WORK}")
 set(common -G "${GENERATOR}" "-DCMAKE_CXX_COMPILER=${COMPILER}" "-DCMAKE_CXX_COMPILER_LAUNCHER=${LAUNCHER}"
@@ -32,10 +38,16 @@ endfunction()
 set(consumer_options "-DBUFFERQUEUE_CONSUME_AS=${MODE}")
 if(MODE STREQUAL "find_package")
     set(prefix "${WORK}/staging")
-    run("${CMAKE_COMMAND}" -S "${SOURCE}" -B "${WORK}/library" ${common} -DBUFFERQUEUE_BUILD_TESTS=OFF
-        -DBUFFERQUEUE_BUILD_EXAMPLES=OFF -DBUFFERQUEUE_INSTALL=ON)
-    run("${CMAKE_COMMAND}" --build "${WORK}/library")
-    run("${CMAKE_COMMAND}" --install "${WORK}/library" --prefix "${prefix}")
+    if(INSTALL_FROM)
+        # The calling build, already built, installed as its user would install it.
+        set(library "${INSTALL_FROM}")
+    else()
+        set(library "${WORK}/library")
+        run("${CMAKE_COMMAND}" -S "${SOURCE}" -B "${library}" ${common} -DBUFFERQUEUE_BUILD_TESTS=OFF
+            -DBUFFERQUEUE_BUILD_EXAMPLES=OFF -DBUFFERQUEUE_INSTALL=ON)
+        run("${CMAKE_COMMAND}" --build "${library}")
+    endif()
+    run("${CMAKE_COMMAND}" --install "${library}" --prefix "${prefix}")
     foreach(installed IN ITEMS include/bufferqueue/bufferqueue.hpp include/bufferqueue/core.hpp
                                include/bufferqueue/mmap.hpp include/bufferqueue/push_consumer.hpp
                                include/bufferqueue/push/detail/push_loop.hpp lib/libbufferqueue_core.a
@@ -54,6 +66,9 @@ if(MODE STREQUAL "find_package")
     list(APPEND consumer_options "-DCMAKE_PREFIX_PATH=${prefix}" -DCMAKE_DISABLE_FIND_PACKAGE_fmt=ON)
 elseif(MODE STREQUAL "add_subdirectory" OR MODE STREQUAL "fetchcontent")
     list(APPEND consumer_options "-DBUFFERQUEUE_SOURCE=${SOURCE}")
+    if(DEFINED PRECOMPILE_HEADERS)
+        list(APPEND consumer_options "-DBUFFERQUEUE_PRECOMPILE_HEADERS=${PRECOMPILE_HEADERS}")
+    endif()
 else()
     message(FATAL_ERROR "MODE must be add_subdirectory, fetchcontent or find_package, not '${MODE}'")
 endif()
@@ -79,6 +94,16 @@ endif()
 file(GLOB_RECURSE targets_in_consumer "${WORK}/consumer/*bufferqueue_tests*")
 if(targets_in_consumer)
     message(FATAL_ERROR "the consumer build built bufferqueue's own tests: ${targets_in_consumer}")
+endif()
+if(NOT MODE STREQUAL "find_package")
+    # The library's files compiled with their precompiled header unless BUFFERQUEUE_PRECOMPILE_HEADERS=OFF.
+    file(GLOB_RECURSE precompiled "${WORK}/consumer/*cmake_pch.hxx")
+    list(FILTER precompiled INCLUDE REGEX "/bufferqueue_core\\.dir/")
+    if(DEFINED PRECOMPILE_HEADERS AND NOT PRECOMPILE_HEADERS AND precompiled)
+        message(FATAL_ERROR "BUFFERQUEUE_PRECOMPILE_HEADERS=OFF, yet the library was built with ${precompiled}")
+    elseif((NOT DEFINED PRECOMPILE_HEADERS OR PRECOMPILE_HEADERS) AND NOT precompiled)
+        message(FATAL_ERROR "the library was built without its precompiled header")
+    endif()
 endif()
 check_consumer("${WORK}/consumer/package_consumer" "${MODE}, bufferqueue")
 check_consumer("${WORK}/consumer/package_core_consumer" "${MODE}, core")
