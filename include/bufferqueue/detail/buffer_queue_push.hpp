@@ -13,8 +13,7 @@
 
 namespace bufferqueue {
 
-// Checks everything about a subscription that can be checked before its group is created.
-// `earlier` lists the (topic, group) pairs registered by the same call.
+// Contracts: at the declarations in buffer_queue.hpp.
 template <class T>
 void buffer_queue::check_push_subscription(
     const push_subscription& subscription,
@@ -46,8 +45,6 @@ void buffer_queue::check_push_subscription(
     }
 }
 
-// All or nothing: every singleton is made before any group is created, and a failure after some
-// groups were created removes the new ones again (groups that existed before stay).
 template <class... Consumers, class... Factories>
 void buffer_queue::add_push_consumer_types(Factories... factories)
 {
