@@ -110,12 +110,9 @@ public:
         using awaitable_token = detail::use_awaitable_token<std::decay_t<CompletionToken>>;
         if constexpr (awaitable_token::value) {
             const std::shared_ptr<detail::consumer_base>& state = require_state();
-            if (detail::inline_consumes_in_a_row < detail::max_inline_consumes && !state->runner().blocking() &&
-                state->likely_ready()) {
-                ++detail::inline_consumes_in_a_row;
+            if (detail::consume_inline(*state)) {
                 return detail::awaited_consume<T, typename awaitable_token::executor>(state);
             }
-            detail::inline_consumes_in_a_row = 0;
         }
         return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, batch<T>)>(
             detail::initiate_consume<T>{}, token, require_state());
@@ -149,8 +146,13 @@ public:
     template <class CompletionToken = default_completion_token>
     auto commit(CompletionToken&& token = default_completion_token())
     {
-        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(detail::initiate_commit{},
-                                                                                             token, require_state());
+        using awaitable_token = detail::use_awaitable_token<std::decay_t<CompletionToken>>;
+        if constexpr (awaitable_token::value) {
+            return detail::awaited_commit<typename awaitable_token::executor>(require_state());
+        } else {
+            return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code)>(
+                detail::initiate_commit{}, token, require_state());
+        }
     }
 
     /// Steps past the record that made this consumer's last `consume()` (or `try_consume()`) fail
@@ -167,8 +169,13 @@ public:
     template <class CompletionToken = default_completion_token>
     auto skip(CompletionToken&& token = default_completion_token())
     {
-        return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, skipped_record)>(
-            detail::initiate_skip{}, token, require_state());
+        using awaitable_token = detail::use_awaitable_token<std::decay_t<CompletionToken>>;
+        if constexpr (awaitable_token::value) {
+            return detail::awaited_skip<typename awaitable_token::executor>(require_state());
+        } else {
+            return boost::asio::async_initiate<CompletionToken, void(boost::system::error_code, skipped_record)>(
+                detail::initiate_skip{}, token, require_state());
+        }
     }
 
     /// The record `skip()` would step past now - partition, offsets and a copy of its stored bytes -

@@ -984,4 +984,55 @@ TEST_CASE("pull consumer: cancel() aborts a waiting consume and leaves the consu
     CHECK_FALSE(consumer.try_consume().has_value());
 }
 
+TEST_CASE("pull consumer: co_await with use_awaitable on another executor type consumes, waits, commits and skips "
+          "as the default token does",
+          "[consumer][memory]")
+{
+    // The default token's awaited operations are compiled once in the library; any other
+    // use_awaitable_t<Executor> compiles the same templates in the user's file.
+    using executor = asio::io_context::executor_type;
+    asio::io_context io(1);
+    bq::buffer_queue queue{io.get_executor()};
+    queue.add_topic(int_topic("numbers", 1));
+    auto producer = queue.producer<int>("numbers");
+    for (int item = 0; item < 6; ++item) {
+        REQUIRE(producer.try_produce(item));
+    }
+    auto consumer = queue.create_pull_consumer<int>(group("numbers", "g", false, 2));
+    const asio::use_awaitable_t<executor> token;
+
+    std::vector<int> delivered;
+    std::optional<boost::system::error_code> skip_error;
+    bool finished = false;
+    std::exception_ptr failure;
+    asio::co_spawn(
+        io.get_executor(),
+        [&]() -> asio::awaitable<void, executor> {
+            while (delivered.size() < 6) {  // the first through the executor, the next two inline
+                bq::batch<int> received = co_await consumer.consume(token);
+                delivered.insert(delivered.end(), received.begin(), received.end());
+                co_await consumer.commit(token);
+            }
+            asio::post(io, [&] { REQUIRE(producer.try_produce(6)); });  // wakes the consume below
+            bq::batch<int> woken = co_await consumer.consume(token);
+            delivered.insert(delivered.end(), woken.begin(), woken.end());
+            try {
+                co_await consumer.skip(token);
+            } catch (const boost::system::system_error& thrown) {
+                skip_error = thrown.code();
+            }
+        },
+        [&](std::exception_ptr thrown) {
+            failure = thrown;
+            finished = true;
+        });
+    io.run_for(hang_guard);
+    if (failure) {
+        std::rethrow_exception(failure);
+    }
+    REQUIRE(finished);
+    CHECK(delivered == range(0, 7));
+    CHECK(skip_error == make_error_code(bq::errc::nothing_to_skip));
+}
+
 }  // namespace pull_consumer_test

@@ -91,18 +91,6 @@ struct initiate_consume_step {
 template <class T>
 using initiate_consume = initiate_consume_step<consume_step<T>>;
 
-/// Parks a consume that `begin_consume(true)` left waiting (the awaited consume's second half).
-template <class T>
-struct initiate_wait {
-    template <class Handler>
-    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
-    {
-        consumer_base& target = *state;
-        target.wait(make_delivering_completion<deliver_typed_batch<T>, boost::system::error_code, untyped_batch>(
-            std::forward<Handler>(handler), target.default_executor()));
-    }
-};
-
 /// Whether a completion token is `use_awaitable_t<Executor>` (and its `Executor`).
 template <class Token>
 struct use_awaitable_token : std::false_type {
@@ -161,6 +149,72 @@ struct initiate_commit {
     }
 };
 
+/// Parks a consume that `begin_consume(true)` left waiting (the awaited consume's second half);
+/// completes with the `untyped_batch` as it is.
+struct initiate_untyped_wait {
+    template <class Handler>
+    void operator()(Handler&& handler, std::shared_ptr<consumer_base> state) const
+    {
+        consumer_base& target = *state;
+        target.wait(make_pending_completion<boost::system::error_code, untyped_batch>(std::forward<Handler>(handler),
+                                                                                      target.default_executor()));
+    }
+};
+
+/// Whether `consume()` with `use_awaitable` on `state` first tries to pull inline (see
+/// `awaited_consume`): storage that never blocks, a last batch that left more behind, and fewer
+/// than `max_inline_consumes` such consumes in a row on this thread. Counts them: a false answer
+/// starts the count again. Never throws, allocates nothing.
+inline bool consume_inline(const consumer_base& state) noexcept
+{
+    if (inline_consumes_in_a_row < max_inline_consumes && !state.runner().blocking() && state.likely_ready()) {
+        ++inline_consumes_in_a_row;
+        return true;
+    }
+    inline_consumes_in_a_row = 0;
+    return false;
+}
+
+/// The item-type-free parts of the awaited operations with `use_awaitable_t<Executor>`, each
+/// returning the awaitable of one asynchronous operation (one coroutine frame, as awaiting the
+/// initiation directly would): `awaited_untyped_wait` parks a consume that `begin_consume(true)`
+/// left waiting (`awaited_consume`'s second half), completing with `(error_code, untyped_batch)`;
+/// `awaited_commit` and `awaited_skip` are `commit()` and `skip()`. For `any_io_executor` (the
+/// default token) they are compiled once, in src/consumer/awaited_operations.cpp (`extern template`
+/// below), so a user's file does not compile Asio's awaitable machinery for them again.
+template <class Executor>
+boost::asio::awaitable<untyped_batch, Executor> awaited_untyped_wait(std::shared_ptr<consumer_base> state)
+{
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<decltype(token), void(boost::system::error_code, untyped_batch)>(
+        initiate_untyped_wait{}, token, std::move(state));
+}
+
+/// `co_await commit()` with `use_awaitable_t<Executor>`.
+template <class Executor>
+boost::asio::awaitable<void, Executor> awaited_commit(std::shared_ptr<consumer_base> state)
+{
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<decltype(token), void(boost::system::error_code)>(initiate_commit{}, token,
+                                                                                         std::move(state));
+}
+
+/// `co_await skip()` with `use_awaitable_t<Executor>`.
+template <class Executor>
+boost::asio::awaitable<skipped_record, Executor> awaited_skip(std::shared_ptr<consumer_base> state)
+{
+    boost::asio::use_awaitable_t<Executor> token;
+    return boost::asio::async_initiate<decltype(token), void(boost::system::error_code, skipped_record)>(
+        initiate_skip{}, token, std::move(state));
+}
+
+extern template boost::asio::awaitable<untyped_batch, boost::asio::any_io_executor>
+    awaited_untyped_wait<boost::asio::any_io_executor>(std::shared_ptr<consumer_base>);
+extern template boost::asio::awaitable<void, boost::asio::any_io_executor>
+    awaited_commit<boost::asio::any_io_executor>(std::shared_ptr<consumer_base>);
+extern template boost::asio::awaitable<skipped_record, boost::asio::any_io_executor>
+    awaited_skip<boost::asio::any_io_executor>(std::shared_ptr<consumer_base>);
+
 // GCC 12 to 15 report -Wmismatched-new-delete at the end of this coroutine once it awaits another
 // one: Asio's awaitable frame pairs its unsized operator new with a sized operator delete, which is
 // valid C++ (GCC PR middle-end/109224, a false positive). Silenced here, so users' -Werror builds
@@ -170,13 +224,14 @@ struct initiate_commit {
 #pragma GCC diagnostic ignored "-Wmismatched-new-delete"
 #endif
 
-/// `co_await consume()` with `use_awaitable` on storage that never blocks (memory), without a
-/// dead-letter topic, when the consumer's last batch left more behind (`likely_ready`): the pull runs
-/// when the coroutine awaits (as the initiation would), and the batch resumes the coroutine at
-/// once, without a round trip through its executor. Should it find nothing after all (a rebalance
-/// took the partition), it parks a completion as `initiate_consume` does. Errors are thrown as
-/// `use_awaitable` throws them (`boost::system::system_error`). `pull_consumer::consume` sends
-/// every `max_inline_consumes + 1`-th consume in a row on a thread the posted way instead.
+/// `co_await consume()` with `use_awaitable_t<Executor>` when `consume_inline` allowed it (never
+/// with a dead-letter topic): the pull runs when the coroutine awaits (as the initiation would),
+/// and a batch resumes the coroutine at once, without a round trip through its executor. Should it
+/// find nothing after all (a rebalance took the partition), it parks the consume as
+/// `initiate_consume` does (`awaited_untyped_wait`). Errors are thrown as `use_awaitable` throws
+/// them (`boost::system::system_error`). The other awaited consumes await `initiate_consume<T>`
+/// directly: one coroutine frame, which Asio recycles per thread (a frame of its own around it
+/// would allocate on every such consume; tests/topic/allocation_test.cpp).
 template <class T, class Executor>
 boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consumer_base> state)
 {
@@ -187,9 +242,8 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
     if (attempt.delivered) {
         co_return attempt.delivered->template typed<T>();
     }
-    boost::asio::use_awaitable_t<Executor> token;
-    co_return co_await boost::asio::async_initiate<decltype(token), void(boost::system::error_code, batch<T>)>(
-        initiate_wait<T>{}, token, std::move(state));
+    untyped_batch waited = co_await awaited_untyped_wait<Executor>(std::move(state));
+    co_return waited.template typed<T>();
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

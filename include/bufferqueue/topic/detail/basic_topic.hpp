@@ -124,8 +124,8 @@ public:
             auto* acknowledgements = new acknowledged_produce<T>(std::move(operation));  // deletes itself
             capacity_gate* gate = core_.gate();
             if (gate != nullptr && core_.full_mode() == full_mode::wait) {
-                auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), *acknowledgements,
-                                                                  producer_thread_number());
+                auto* waiter = new typed_produce_waiter<T, basic_topic>(this->shared_from_this(), core_,
+                                                                        *acknowledgements, producer_thread_number());
                 waiter->watch_cancellation();
                 waiter->run();
                 return;
@@ -147,8 +147,8 @@ public:
             }
             acknowledgements->handed_over(error);
         } else {
-            auto* waiter = new produce_waiter<T, basic_topic>(this->shared_from_this(), std::move(operation),
-                                                              producer_thread_number());
+            auto* waiter = new typed_produce_waiter<T, basic_topic>(this->shared_from_this(), core_,
+                                                                    std::move(operation), producer_thread_number());
             waiter->watch_cancellation();
             waiter->run();
         }
@@ -198,10 +198,7 @@ public:
     }
 
 private:
-    friend class produce_waiter<T, basic_topic>;
-
-    // The bounded topic's admission (for its produce waiters: only a bounded topic has them).
-    capacity_gate& admission() noexcept { return *core_.gate(); }
+    friend class typed_produce_waiter<T, basic_topic>;
 
     static std::vector<partition_slot_base*> erased(const std::vector<std::unique_ptr<slot_type>>& slots)
     {
