@@ -4,7 +4,6 @@
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 
-#include <cmath>
 #include <concepts>
 #include <cstdint>
 #include <functional>
@@ -42,21 +41,24 @@ constexpr std::uint32_t partition_for_key(Key key, std::uint32_t partitions) noe
     }
 }
 
+namespace detail {
+
+/// `partition_for_key` of a floating-point key, compiled once (src/partition_key.cpp, so this
+/// header needs no <cmath>); one overload per type keeps the error message's number as the key's
+/// own type prints it.
+std::uint32_t partition_for_floating_key(float key, std::uint32_t partitions);
+std::uint32_t partition_for_floating_key(double key, std::uint32_t partitions);
+std::uint32_t partition_for_floating_key(long double key, std::uint32_t partitions);
+
+}  // namespace detail
+
 /// Routes a floating-point key holding a finite integer exactly like that integer.
 /// Throws `bufferqueue::error` (`errc::invalid_argument`) for NaN, infinities and fractions.
 /// Thread-safe; allocates only to build the error message.
 template <std::floating_point Key>
 std::uint32_t partition_for_key(Key key, std::uint32_t partitions)
 {
-    if (!std::isfinite(key) || std::trunc(key) != key) {
-        throw error(errc::invalid_argument, detail::format_message("partition key {} is not a finite integer", key));
-    }
-    // fmod is exact, so the remainder is an integer in (-partitions, partitions).
-    auto remainder = static_cast<std::int64_t>(std::fmod(static_cast<long double>(key), partitions)) - 1;
-    if (remainder < 0) {
-        remainder += partitions;
-    }
-    return static_cast<std::uint32_t>(remainder);
+    return detail::partition_for_floating_key(key, partitions);
 }
 
 /// Routes a UTF-8 string key by its first four UTF-16 code units, folded as v = v * 31 + unit,

@@ -2,7 +2,6 @@
 #pragma once
 
 #include <chrono>
-#include <cmath>
 #include <cstddef>
 
 namespace bufferqueue {
@@ -22,18 +21,8 @@ struct retry_backoff {
 
     /// The delay before the attempt after `failed_attempts` (>= 1) failed ones: `initial` grown by
     /// `multiplier` per further attempt, at most `maximum`. Never throws; allocates nothing.
-    std::chrono::milliseconds delay_after(std::size_t failed_attempts) const noexcept
-    {
-        if (initial.count() <= 0) {
-            return std::chrono::milliseconds(0);
-        }
-        const double grown =
-            static_cast<double>(initial.count()) * std::pow(multiplier, static_cast<double>(failed_attempts - 1));
-        if (!(grown < static_cast<double>(maximum.count()))) {  // also an infinite product
-            return maximum;
-        }
-        return std::chrono::milliseconds(static_cast<std::chrono::milliseconds::rep>(grown));
-    }
+    /// Compiled once (src/retry_backoff.cpp).
+    std::chrono::milliseconds delay_after(std::size_t failed_attempts) const noexcept;
 };
 
 }  // namespace bufferqueue

@@ -8,6 +8,8 @@
 
 namespace bufferqueue::detail {
 
+topic_core::~topic_core() = default;
+
 topic_core::topic_core(settings configuration, std::vector<partition_slot_base*> slots)
     : name_(std::move(configuration.name)), item_type_name_(std::move(configuration.item_type_name)),
       backend_name_(configuration.backend_name), full_mode_(configuration.full_mode),

@@ -12,6 +12,7 @@
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "bufferqueue/push/detail/backoff_timer.hpp"
 #include "bufferqueue/push/detail/dead_letter_sender.hpp"
 #include "bufferqueue/push/detail/pause_for.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
@@ -22,7 +23,6 @@
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
 
@@ -79,9 +79,7 @@ public:
             std::lock_guard lock(mutex_);
             stop_requested_ = true;
             abort_pull = state_ == state::pulling;
-            if (backoff_timer_ != nullptr) {
-                backoff_timer_->cancel();  // a failed batch's backoff wait ends now
-            }
+            backoff_timer_.cancel();  // a failed batch's backoff wait ends now
         }
         if (dead_letters_) {
             dead_letters_->abandon();  // a dead-letter produce in flight is no longer awaited
@@ -96,9 +94,7 @@ public:
     void cancel_backoff() noexcept override
     {
         std::lock_guard lock(mutex_);
-        if (backoff_timer_ != nullptr) {
-            backoff_timer_->cancel();
-        }
+        backoff_timer_.cancel();
     }
 
 private:
@@ -251,30 +247,12 @@ private:
     }
 
     // Waits the backoff after `failed_attempts` failed deliveries; false when the loop must end
-    // (stop requested, queue closed: `request_stop` cancels the timer, so that is prompt). The timer
-    // is started and cancelled only under `mutex_`, so the two never race.
+    // (stop requested, queue closed: `request_stop` cancels the wait, so that is prompt).
     boost::asio::awaitable<bool> back_off(std::size_t failed_attempts, push_registry& registry)
     {
-        boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor,
-                                        backoff_.delay_after(failed_attempts));
-        try {
-            co_await boost::asio::async_initiate<const boost::asio::use_awaitable_t<>&,
-                                                 void(boost::system::error_code)>(
-                [this, &timer, &registry](auto handler) {
-                    std::lock_guard lock(mutex_);
-                    timer.async_wait(std::move(handler));
-                    if (stop_requested_ || registry.is_closed()) {
-                        timer.cancel();
-                    } else {
-                        backoff_timer_ = &timer;
-                    }
-                },
-                boost::asio::use_awaitable);
-        } catch (const boost::system::system_error&) {
-            // Cancelled: the checks below end the loop.
-        }
+        co_await backoff_timer_.wait(backoff_.delay_after(failed_attempts), mutex_,
+                                     [this, &registry] { return stop_requested_ || registry.is_closed(); });
         std::lock_guard lock(mutex_);
-        backoff_timer_ = nullptr;
         co_return !stop_requested_ && !registry.is_closed();
     }
 
@@ -393,8 +371,7 @@ private:
     spin_mutex mutex_;
     state state_ = state::idle;    // guarded by mutex_
     bool stop_requested_ = false;  // guarded by mutex_
-    // The timer of a backoff wait in progress, cancelled by request_stop; guarded by mutex_.
-    boost::asio::steady_timer* backoff_timer_ = nullptr;
+    backoff_timer backoff_timer_;  // a backoff wait in progress, cancelled by request_stop; under mutex_
 };
 
 }  // namespace bufferqueue::detail

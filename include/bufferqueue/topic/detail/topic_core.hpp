@@ -54,7 +54,7 @@ public:
     topic_core(settings configuration, std::vector<partition_slot_base*> slots);
     topic_core(const topic_core&) = delete;
     topic_core& operator=(const topic_core&) = delete;
-    ~topic_core() = default;  // the typed topic closes it first
+    ~topic_core();  // the typed topic closes it first; compiled once, like the members it destroys
 
     const std::string& name() const noexcept { return name_; }
     const std::string& item_type_name() const noexcept { return item_type_name_; }
