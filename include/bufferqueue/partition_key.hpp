@@ -44,10 +44,8 @@ constexpr std::uint32_t partition_for_key(Key key, std::uint32_t partitions) noe
 namespace detail {
 
 /// `partition_for_key` of a floating-point key, compiled once (src/partition_key.cpp, so this
-/// header needs no <cmath>); one overload per type keeps the error message's number as the key's
-/// own type prints it.
-std::uint32_t partition_for_floating_key(float key, std::uint32_t partitions);
-std::uint32_t partition_for_floating_key(double key, std::uint32_t partitions);
+/// header needs no <cmath>). `long double` holds every `float` and `double` exactly, so routing and
+/// the error message (which formats the key as a `double`) are those of the key's own type.
 std::uint32_t partition_for_floating_key(long double key, std::uint32_t partitions);
 
 }  // namespace detail
