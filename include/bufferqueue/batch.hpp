@@ -21,15 +21,15 @@ namespace bufferqueue {
 template <class T>
 class batch {
 public:
-    using value_type = T;
-    using size_type = std::size_t;
-    using difference_type = std::ptrdiff_t;
-    using reference = const T&;
-    using const_reference = const T&;
-    using pointer = const T*;
-    using const_pointer = const T*;
-    using iterator = const T*;
-    using const_iterator = const T*;
+    using value_type = T;                    ///< The item type.
+    using size_type = std::size_t;           ///< Item counts and indices.
+    using difference_type = std::ptrdiff_t;  ///< Distances between iterators.
+    using reference = const T&;              ///< Read-only, as every access to a batch.
+    using const_reference = const T&;        ///< The same as `reference`.
+    using pointer = const T*;                ///< Read-only, as every access to a batch.
+    using const_pointer = const T*;          ///< The same as `pointer`.
+    using iterator = const T*;               ///< A contiguous, read-only iterator (a pointer to const T).
+    using const_iterator = const T*;         ///< The same as `iterator`.
 
     /// An empty batch.
     batch() = default;
@@ -41,13 +41,21 @@ public:
     {
     }
 
+    /// Number of items; at most the consumer's `batch_size`.
     size_type size() const noexcept { return items_.size(); }
+    /// True when the batch holds no items (a default-constructed batch).
     bool empty() const noexcept { return items_.empty(); }
+    /// Iterator to the first item, in partition order.
     const_iterator begin() const noexcept { return items_.data(); }
+    /// Iterator past the last item.
     const_iterator end() const noexcept { return items_.data() + items_.size(); }
+    /// Pointer to the first of `size()` contiguous items; not to be dereferenced when the batch is empty.
     const T* data() const noexcept { return items_.data(); }
+    /// The item at `index`; `index` must be less than `size()` (not checked: undefined otherwise).
     const T& operator[](size_type index) const noexcept { return items_[index]; }
+    /// The first item; the batch must not be empty (not checked).
     const T& front() const noexcept { return items_.front(); }
+    /// The last item; the batch must not be empty (not checked).
     const T& back() const noexcept { return items_.back(); }
 
     /// The items as a span.

@@ -61,6 +61,7 @@ namespace bufferqueue {
 /// threads: their asynchronous operations then complete with `errc::closed`.
 class buffer_queue {
 public:
+    /// The queue's executor type: where completions run whose handler has no executor of its own.
     using executor_type = boost::asio::any_io_executor;
 
     /// `executor` runs completions whose handler has no associated executor of its own.

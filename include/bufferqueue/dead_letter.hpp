@@ -26,15 +26,19 @@ struct dead_letter {
     std::optional<T> item{};
     /// The record's stored bytes when it did not decode; empty otherwise.
     std::vector<std::byte> payload{};
-    /// The topic, partition and, where the backend reports per-record offsets, the record's offset.
+    /// The topic the record was read from.
     std::string topic{};
+    /// The partition of `topic` the record was read from.
     std::size_t partition = 0;
+    /// The record's offset in that partition where the backend reports per-record offsets (mmap: its
+    /// byte position; Kafka: its offset); empty on memory topics.
     std::optional<std::uint64_t> offset{};
     /// Deliveries that failed before the consumer gave up.
     std::size_t attempts = 0;
     /// The last failure's message.
     std::string error{};
 
+    /// Field by field (needs `T` equality-comparable).
     friend bool operator==(const dead_letter&, const dead_letter&) = default;
 };
 

@@ -92,12 +92,16 @@ inline std::string exception_message()
 }  // namespace bufferqueue
 
 namespace boost::system {
+/// Makes `bufferqueue::errc` an error code enum: a value converts to `boost::system::error_code`
+/// in `bufferqueue::error_category()`, and compares equal to such codes.
 template <>
 struct is_error_code_enum<bufferqueue::errc> : std::true_type {
 };
 }  // namespace boost::system
 
 namespace std {
+/// The same for `std::error_code`: a `bufferqueue::errc` value converts to one through
+/// `make_error_code` (Boost's standard-library view of `error_category()`), as `error::code()` holds it.
 template <>
 struct is_error_code_enum<bufferqueue::errc> : true_type {
 };

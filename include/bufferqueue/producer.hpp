@@ -57,6 +57,7 @@ using default_completion_token = boost::asio::use_awaitable_t<>;
 template <class T>
 class producer {
 public:
+    /// The type of the items this producer appends.
     using item_type = T;
 
     /// Made by `buffer_queue::producer<T>(name)`.

@@ -151,8 +151,13 @@ inline std::vector<prometheus::MetricFamily> metric_families(const std::vector<t
 /// `buffer_queue::stats`). `Collect()` allocates and throws only `std::bad_alloc`.
 class prometheus_collector final : public prometheus::Collectable {
 public:
+    /// A collector of `queue`'s topics; keeps a pointer to it (not owned: the queue must outlive
+    /// every `Collect()`). Never allocates, never throws.
     explicit prometheus_collector(const buffer_queue& queue) noexcept : queue_(&queue) {}
 
+    /// One scrape: `metric_families(queue.stats())`, a fresh snapshot of every topic with the costs
+    /// `buffer_queue::stats()` states (a Kafka topic asks its brokers, up to its `admin_timeout`).
+    /// Thread-safe, also concurrently with other scrapes; allocates; throws only `std::bad_alloc`.
     std::vector<prometheus::MetricFamily> Collect() const override { return metric_families(queue_->stats()); }
 
 private:

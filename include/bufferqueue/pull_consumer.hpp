@@ -41,6 +41,7 @@ namespace bufferqueue {
 template <class T>
 class pull_consumer {
 public:
+    /// The type of the items this consumer delivers (`batch<T>`).
     using item_type = T;
 
     /// Made by `buffer_queue::create_pull_consumers`; `dead_letters` when the options name a
@@ -51,8 +52,14 @@ public:
     {
     }
 
+    /// Takes the source's place in its group; the source is left moved-from: its members throw
+    /// `errc::invalid_argument` (`close()` does nothing). Never throws; not thread-safe with other
+    /// calls on the source.
     pull_consumer(pull_consumer&&) noexcept = default;
 
+    /// Closes this consumer (see `close`), then takes `other`'s place in its group; `other` is left
+    /// moved-from. Self-assignment does nothing. Never throws; not thread-safe with other calls on
+    /// either consumer.
     pull_consumer& operator=(pull_consumer&& other) noexcept
     {
         if (this != &other) {

@@ -39,6 +39,7 @@ struct group_partition_stats {
 
 /// One consumer group of a topic: created in this process, or (persistent topics) known from disk.
 struct group_stats {
+    /// The group's name.
     std::string name{};
     /// Items not yet committed by the group, over all partitions (the sum of `partitions[i].lag`).
     std::uint64_t lag = 0;
@@ -52,6 +53,8 @@ struct group_stats {
     /// handler calls that failed (threw, or a per-batch factory did), and batches given up after
     /// `max_attempts`. Counted as the push loops go, read without a lock.
     std::uint64_t push_failed_deliveries = 0;
+    /// Batches given up after `max_attempts` failed deliveries (with a dead-letter topic: committed
+    /// once their dead letters are acknowledged; without: left uncommitted, and that push loop ends).
     std::uint64_t push_given_up_batches = 0;
     /// Dead letters a dead-letter topic acknowledged for the group's consumers in this process
     /// (push and pull; 0 without a dead-letter topic): one per item of a given-up push batch and

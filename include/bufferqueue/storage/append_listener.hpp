@@ -28,7 +28,9 @@ public:
     virtual void acknowledged(std::size_t items, boost::system::error_code error) noexcept = 0;
 
 protected:
+    /// For the topic layer's implementation; never throws.
     append_listener() = default;
+    /// Not virtual: a partition never destroys a listener, the topic layer owns it.
     ~append_listener() = default;
 };
 

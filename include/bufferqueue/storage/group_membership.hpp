@@ -83,14 +83,26 @@ private:
 /// Copyable; valid as long as any copy exists (after the topic closed every call throws `closed`).
 class membership_port {
 public:
+    /// A port bound to no topic: `assign`, `revoke` and `partitions_in_use` throw
+    /// `errc::invalid_argument`. The topic binds its own port through `group_membership::bind`.
     membership_port() = default;
 
+    /// Gives consumer `consumer` of `group` the `partitions` (see the class comment: a partition held
+    /// by another consumer of the group is handed over once that one let go). Returns at once; never
+    /// waits for a consume. Throws `bufferqueue::error`: `errc::invalid_argument` for an unknown group,
+    /// consumer index or partition, or an unbound port; `errc::closed` when the topic or the consumer
+    /// is closed. Thread-safe.
     void assign(const std::string& group, std::size_t consumer, std::span<const std::size_t> partitions) const
     {
         link(group).call(
             group, [&](detail::membership_target& target) { target.assign_partitions(group, consumer, partitions); });
     }
 
+    /// Takes the `partitions` away from consumer `consumer` of `group` (see the class comment: a batch
+    /// of them delivered before and committed after fails with `errc::partition_revoked`). Returns at
+    /// once; never waits for a consume. Throws `bufferqueue::error`: `errc::invalid_argument` for an
+    /// unknown group, consumer index or partition, or an unbound port; `errc::closed` when the topic or
+    /// the consumer is closed. Thread-safe.
     void revoke(const std::string& group, std::size_t consumer, std::span<const std::size_t> partitions) const
     {
         link(group).call(
@@ -143,6 +155,8 @@ class group_membership {
 public:
     group_membership(const group_membership&) = delete;
     group_membership& operator=(const group_membership&) = delete;
+    /// Virtual: the topic holds the membership as a `std::shared_ptr<group_membership>`
+    /// (`topic_settings::membership`) and may be its last owner.
     virtual ~group_membership() = default;
 
     /// Called once, when the topic is built, before any consumer exists: where to assign partitions.
@@ -187,6 +201,7 @@ public:
     virtual std::string consumer_problem(const std::string& /*group*/, std::size_t /*consumer*/) const { return {}; }
 
 protected:
+    /// For the backend's implementation; never throws.
     group_membership() = default;
 };
 

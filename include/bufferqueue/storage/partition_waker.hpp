@@ -16,6 +16,7 @@ namespace bufferqueue {
 /// topic destroys a partition before the state the waker points to.
 class partition_waker {
 public:
+    /// A waker bound to no partition: `notify()` does nothing. Never throws.
     partition_waker() noexcept = default;
 
     /// Wakes every consumer waiting on the partition; each then calls `has_data` / `pull` again on

@@ -29,9 +29,16 @@ struct item_source {
     /// `lane` for items any thread may append at any time: a partition's last producer lane.
     static constexpr std::size_t shared_lane = std::numeric_limits<std::size_t>::max();
 
+    /// The producer's contiguous input; the items live there, owned by the produce call, and are
+    /// valid during the `append` call only.
     const T* base = nullptr;
+    /// Number of items to append, at positions 0 to `count - 1`.
     std::size_t count = 0;
+    /// Without `indices`: the item at position `i` is `base[i * stride]` (round-robin routing over
+    /// several partitions). At least 1.
     std::size_t stride = 1;
+    /// Key routing: the item at position `i` is `base[indices[i]]` (`count` ascending indices);
+    /// null for round-robin (then `stride` applies).
     const std::uint32_t* indices = nullptr;
     /// The producer lane that takes the items, for a partition with producer lanes
     /// (`laned_partition`); storage without lanes ignores it. The topic's router computes it once
@@ -45,6 +52,7 @@ struct item_source {
     /// Set only over items that are not `const` objects (the producer's own copy or its rvalues).
     bool movable = false;
 
+    /// The item at `position` (below `count`), read in place; never allocates or copies.
     const T& operator[](std::size_t position) const noexcept
     {
         return indices != nullptr ? base[indices[position]] : base[position * stride];
@@ -72,9 +80,14 @@ struct item_source {
 /// costs only that round trip.
 template <class T>
 struct pull_result {
+    /// The items read, in partition order; owned by the partition, valid until `release_batch` or
+    /// the cursor's next `pull`.
     std::span<const T> items{};
+    /// The log position just after `items`: what committing this batch stores.
     std::uint64_t next_offset = 0;
+    /// Each item's own log position (as long as `items`), or empty when the backend reports none.
     std::span<const std::uint64_t> offsets{};
+    /// Hint: more items were readable past these when they were pulled (false when unknown).
     bool more_ready = false;
 };
 
@@ -103,6 +116,8 @@ struct pull_result {
 ///   so an outage of that storage never holds the threads of the queue's other topics.
 template <class Partition>
 struct storage_traits {
+    /// True when the partition's calls block on file or network I/O: the topic's asynchronous
+    /// operations then run them on a blocking pool. False for the primary template.
     static constexpr bool blocking = false;
 };
 
@@ -177,7 +192,10 @@ std::uint64_t lag_items(const Partition& partition, const typename Partition::cu
 
 /// A group a partition holds a position for, and that position as an item index.
 struct stored_group {
+    /// The group's name.
     std::string name;
+    /// The group's committed position in the partition, as an item index (comparable with
+    /// `end_items()`).
     std::uint64_t committed_items = 0;
 };
 
@@ -290,8 +308,12 @@ concept storage_partition = requires(Partition& partition, const Partition& cons
 /// after it, in the partition's own offsets, and its stored bytes (a view valid until the cursor's
 /// next pull; may be empty when the backend keeps none).
 struct unreadable_record {
+    /// The record's own position in the partition's log.
     std::uint64_t offset = 0;
+    /// The position just after the record: what `pull_consumer::skip` commits.
     std::uint64_t next_offset = 0;
+    /// The record's stored bytes, owned by the partition (valid until the cursor's next pull); may be
+    /// empty when the backend keeps none.
     std::span<const std::byte> payload{};
 };
 

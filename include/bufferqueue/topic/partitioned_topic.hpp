@@ -54,8 +54,12 @@ struct topic_settings {
 template <class Partition>
 class topic_partitions {
 public:
+    /// No partitions yet. Never allocates.
     topic_partitions() = default;
+    /// Takes the source's partitions over (they stay where they were built); the source is left
+    /// empty. Never throws.
     topic_partitions(topic_partitions&&) noexcept = default;
+    /// Takes the source's partitions over and destroys the ones this object held. Never throws.
     topic_partitions& operator=(topic_partitions&&) noexcept = default;
 
     /// Reserves room for `count` partitions. Allocates.
@@ -71,9 +75,14 @@ public:
         return slots_.back()->storage;
     }
 
+    /// Partitions built so far.
     std::size_t size() const noexcept { return slots_.size(); }
+    /// True before the first `emplace_back`.
     bool empty() const noexcept { return slots_.empty(); }
+    /// Partition `partition`, which must be below `size()` (not checked). Its address stays valid
+    /// while the partitions live, also across `emplace_back` and moves of this object.
     Partition& operator[](std::size_t partition) noexcept { return slots_[partition]->storage; }
+    /// Partition `partition` (below `size()`, not checked), read-only.
     const Partition& operator[](std::size_t partition) const noexcept { return slots_[partition]->storage; }
 
 private:

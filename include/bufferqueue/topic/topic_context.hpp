@@ -35,6 +35,7 @@ class topic_context {
 public:
     topic_context(const topic_context&) = delete;
     topic_context& operator=(const topic_context&) = delete;
+    /// The registry destroys its context; a backend never does (it holds only a reference).
     virtual ~topic_context() = default;
 
     /// The queue's executor: where completions run whose handler has no executor of its own. A
@@ -71,6 +72,7 @@ public:
     }
 
 protected:
+    /// For the registry's implementation; never throws.
     topic_context() = default;
 };
 
@@ -79,8 +81,12 @@ protected:
 /// and releases what it holds. Move-only; not thread-safe (one owner).
 class registered_topic {
 public:
+    /// Takes the topic over; the source then holds none (destroying it does nothing). Never throws.
     registered_topic(registered_topic&&) noexcept = default;
+    /// Takes the source's topic over; the topic this one held is released as by the destructor.
+    /// Never throws.
     registered_topic& operator=(registered_topic&&) noexcept = default;
+    /// Releases the topic unless `add_topic` registered it (its ownership then moved to the queue).
     ~registered_topic() = default;
 
 private:

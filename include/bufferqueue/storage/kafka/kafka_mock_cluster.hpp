@@ -14,18 +14,18 @@ namespace bufferqueue {
 /// Kafka protocol request types whose responses `kafka_mock_cluster::push_request_errors` can fail
 /// (Kafka's ApiKey numbers).
 enum class kafka_request : std::int16_t {
-    produce = 0,
-    fetch = 1,
-    list_offsets = 2,
-    metadata = 3,
-    offset_commit = 8,
-    offset_fetch = 9,
-    find_coordinator = 10,
-    join_group = 11,
-    heartbeat = 12,
-    leave_group = 13,
-    sync_group = 14,
-    init_producer_id = 22,
+    produce = 0,            ///< Produce: appends records (a producer's batches).
+    fetch = 1,              ///< Fetch: reads records (a consumer's polls).
+    list_offsets = 2,       ///< ListOffsets: a partition's earliest or latest offset.
+    metadata = 3,           ///< Metadata: brokers, topics, partitions and their leaders.
+    offset_commit = 8,      ///< OffsetCommit: stores a group's committed offsets.
+    offset_fetch = 9,       ///< OffsetFetch: reads a group's committed offsets.
+    find_coordinator = 10,  ///< FindCoordinator: the broker that runs a group (or a transaction).
+    join_group = 11,        ///< JoinGroup: a member joins a group's rebalance.
+    heartbeat = 12,         ///< Heartbeat: a member tells its coordinator it is alive.
+    leave_group = 13,       ///< LeaveGroup: a member leaves its group.
+    sync_group = 14,        ///< SyncGroup: the members receive their partition assignments.
+    init_producer_id = 22,  ///< InitProducerId: an idempotent producer's id and epoch.
 };
 
 /// One scripted answer of a mock broker (`kafka_mock_cluster::push_broker_responses`): a Kafka
@@ -33,7 +33,9 @@ enum class kafka_request : std::int16_t {
 /// broker holds the answer back. A held-back answer also holds back the answers after it on that
 /// connection, as a Kafka broker answers in order.
 struct kafka_mock_response {
+    /// The Kafka error code to answer with (librdkafka's `rd_kafka_resp_err_t`); 0: serve the request.
     int error = 0;
+    /// How long the broker holds the answer back (not negative: `push_broker_responses` refuses it).
     std::chrono::milliseconds delay{0};
 };
 
@@ -55,6 +57,9 @@ public:
     /// a count out of range, `errc::io_error` when librdkafka cannot start the cluster. Allocates,
     /// starts librdkafka's threads.
     explicit kafka_mock_cluster(std::size_t brokers = 3);
+    /// Stops the brokers and frees the cluster with its records (librdkafka's
+    /// `rd_kafka_mock_cluster_destroy`); clients still connected see connection failures. Waits for
+    /// librdkafka's mock thread to end; never throws.
     ~kafka_mock_cluster();
     kafka_mock_cluster(const kafka_mock_cluster&) = delete;
     kafka_mock_cluster& operator=(const kafka_mock_cluster&) = delete;

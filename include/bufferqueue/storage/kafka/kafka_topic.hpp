@@ -139,9 +139,14 @@ registered_topic make_kafka_topic(kafka_topic_options<T> options, topic_context&
 
 }  // namespace detail
 
-/// The `make_topic` of Kafka topics, found by `buffer_queue::add_topic`; see
-/// `detail::make_kafka_topic` for what it does and throws. Talks to the cluster (blocks up to
-/// `connect_timeout`).
+/// The `make_topic` of Kafka topics, found by `buffer_queue::add_topic`: validates `options`,
+/// connects a producer client and checks the Kafka topic's metadata, then builds the topic (its
+/// consumers join Kafka consumer groups). Throws `bufferqueue::error`: `errc::topic_exists` and
+/// `errc::closed` (checked before connecting), `errc::invalid_argument` naming the option or
+/// property at fault, or both partition counts when `partitions` differs from the Kafka topic's,
+/// `errc::io_error` naming the bootstrap servers when no broker answers within `connect_timeout`,
+/// `errc::no_such_topic` when the cluster lacks the topic. Talks to the cluster: blocks the calling
+/// thread for up to `connect_timeout`. Allocates and starts librdkafka's client threads.
 template <class T>
 registered_topic make_topic(kafka_topic_options<T> options, topic_context& context)
 {

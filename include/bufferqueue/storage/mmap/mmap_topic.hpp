@@ -40,7 +40,7 @@ struct mmap_topic_options {
     std::size_t partitions = 1;
     /// The folder holding `{name}/partition-{id:05}/...`; created when missing.
     std::filesystem::path data_directory{};
-    /// Bytes per segment file, a multiple of 8 of at least 64 bytes (`detail::min_segment_size`) and
+    /// Bytes per segment file, a multiple of 8 of at least 64 bytes and
     /// at most 2^40. A record's payload must fit in one segment with its 8-byte header and the 8-byte
     /// segment-end marker (payload <= segment_size - 56).
     std::uint64_t segment_size = 256ULL * 1024 * 1024;
@@ -196,8 +196,18 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
 
 }  // namespace detail
 
-/// The `make_topic` of persistent topics, found by `buffer_queue::add_topic`; see
-/// `detail::make_mmap_topic` for what it does and throws. Does file I/O.
+/// The `make_topic` of persistent topics, found by `buffer_queue::add_topic`: validates `options`,
+/// creates the folder `data_directory/name` when missing and locks it (with `process_shared`: opens
+/// it shared with the other processes), recovers or creates every partition and builds the topic.
+/// Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
+/// changes no file. With `process_shared`, the first queue to open the folder recovers and repairs
+/// as above; later ones (while it stays open somewhere) read the log's state from the shared header
+/// and repair nothing, and the topic starts threads that watch the other processes. Throws
+/// `bufferqueue::error`: `errc::topic_exists` and `errc::closed` (checked before the folder is
+/// locked), `errc::invalid_argument` naming the option at fault, `errc::corrupt_data` naming the
+/// file and offset (also a partition folder the configured `partitions` would never read),
+/// `errc::io_error` (also when another queue holds the folder open). Allocates and does file I/O:
+/// call it at start-up, not from a latency-sensitive executor thread.
 template <class T>
 registered_topic make_topic(mmap_topic_options<T> options, topic_context& context)
 {

@@ -42,14 +42,18 @@ struct group_position {
 
 /// A segment file of a damaged partition that `partition_reader::read_records` leaves out, and why.
 struct unreadable_segment {
+    /// The segment file's path.
     std::string path;
     std::string reason;  ///< why it cannot be read (its size, its damaged header, an I/O error)
 };
 
 /// What a partition holds, as recovery reads it.
 struct partition_summary {
+    /// The topic's name.
     std::string topic;
+    /// The partition's number in the topic.
     std::size_t partition = 0;
+    /// The partition's folder, `{data_directory}/{topic}/partition-{id:05}`.
     std::string folder;
     std::uint64_t segment_size = 0;  ///< from the first valid segment header (else the size most segment
                                      ///< files have); 0 when there is no segment
@@ -57,6 +61,8 @@ struct partition_summary {
     std::uint64_t bytes = 0;         ///< the size of those files
     std::uint64_t earliest = 0;      ///< items: the index of the first retained record
     std::uint64_t end = 0;           ///< items: records ever appended (the next record's index)
+    /// The byte offset in the log of the first retained record (its earliest.offset); 0 when
+    /// `problem` is set.
     std::uint64_t earliest_log_offset = 0;
     std::uint64_t end_log_offset = 0;            ///< where the next record goes (normalized)
     std::uint64_t tail_bytes = 0;                ///< nonzero bytes after the last complete record: a record
@@ -92,8 +98,13 @@ public:
     /// `summary().problem`).
     partition_reader(const std::string& data_directory, const std::string& topic, std::size_t partition);
 
+    /// Takes the source's mappings over; the source may then only be destroyed or assigned to.
+    /// Never throws.
     partition_reader(partition_reader&&) noexcept;
+    /// Unmaps this reader's segment files and takes the source's over; the source may then only be
+    /// destroyed or assigned to. Never throws.
     partition_reader& operator=(partition_reader&&) noexcept;
+    /// Unmaps the segment files: every `payload` span `read_records` handed out dangles from then on.
     ~partition_reader();
 
     /// What the partition holds.

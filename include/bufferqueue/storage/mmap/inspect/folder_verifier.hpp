@@ -31,8 +31,11 @@ namespace bufferqueue::inspect {
 
 /// One problem or note: the file, the byte in it where that applies, and what is wrong.
 struct verify_finding {
+    /// The file or folder at fault (a partition folder when its recovery failed as a whole).
     std::string file;
+    /// The byte offset in `file` where the damage lies; empty when it concerns the whole file.
     std::optional<std::uint64_t> byte;
+    /// What is wrong, in words.
     std::string text;
 };
 
@@ -40,7 +43,9 @@ struct verify_finding {
 struct verify_report {
     std::vector<verify_finding> problems;  ///< damage; empty when the folder is intact
     std::vector<verify_finding> notes;     ///< repaired by the next open, or a queue at work
+    /// Topic folders checked.
     std::size_t topics = 0;
+    /// Partition folders checked, over every topic.
     std::size_t partitions = 0;
     std::size_t segments = 0;     ///< segment files checked
     std::uint64_t records = 0;    ///< records whose checksum was verified

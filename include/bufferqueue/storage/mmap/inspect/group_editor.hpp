@@ -26,6 +26,7 @@ enum class reset_target {
 
 /// The change in one partition.
 struct group_change {
+    /// The partition's number in the topic.
     std::size_t partition = 0;
     std::uint64_t current = 0;            ///< items: the committed position now
     std::uint64_t target = 0;             ///< items: the position after the change (deletion: unchanged)
@@ -36,8 +37,11 @@ struct group_change {
 
 /// What a reset or a deletion changes: one entry per partition that holds the group.
 struct group_change_plan {
+    /// The topic, as given.
     std::string topic;
+    /// The group's name, as given.
     std::string group;
+    /// One change per partition that holds the group, by ascending partition.
     std::vector<group_change> changes;
 };
 
