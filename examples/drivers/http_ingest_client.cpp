@@ -7,8 +7,9 @@
 //   http_ingest_client <path to example_http_ingest> [--kafka[=<servers>]]
 //
 // With --kafka the server runs with that option (topic-foo1 in Kafka) and the driver checks the same
-// things, except the /metrics samples of topic-foo1: statistics of Kafka topics list no partitions
-// or groups yet (docs/kafka.md), so those lines are absent.
+// things, except the /metrics samples of topic-foo1: the server answers /metrics on its io_context
+// thread, where a Kafka topic's snapshot asks the brokers nothing and reports the last numbers this
+// process knew (docs/kafka.md, "Statistics"), which need not be the accepted counts.
 #include <boost/asio/connect.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>

@@ -25,8 +25,9 @@
 
 namespace bufferqueue {
 
-/// One consumer of a consumer group: it owns a contiguous share of the topic's partitions (fixed,
-/// unless a backend's group protocol assigns and revokes partitions; see docs/consumer-model.md)
+/// One consumer of a consumer group: it owns a share of the topic's partitions (contiguous and fixed
+/// on memory and exclusive mmap topics; on process-shared mmap and Kafka topics, and other backends
+/// with a group protocol, assigned and revoked as members come and go; see docs/consumer-model.md)
 /// and scans them as a ring (one pull per readable partition per rotation). Move-only; destroying
 /// or closing it aborts a pending `consume()` with `boost::asio::error::operation_aborted`.
 ///
@@ -265,7 +266,7 @@ public:
     /// The consumer group.
     const std::string& group() const { return require_state()->group_name(); }
     /// The partitions this consumer owns now, ascending: a snapshot, returned by value. Without a
-    /// group protocol reassigning partitions (a distributed-log backend) it is the contiguous share
+    /// group protocol reassigning partitions (process-shared mmap, Kafka) it is the contiguous share
     /// given at creation and never changes; with one, a `consume()` already running may still be
     /// finishing a scan of the previous set. Thread-safe (takes a short lock); allocates the copy.
     std::vector<std::size_t> partitions() const { return require_state()->partitions(); }
