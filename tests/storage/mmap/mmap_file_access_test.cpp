@@ -7,9 +7,11 @@
 #include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
 
 #include "catch.hpp"
+#include "child_process.hpp"
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
+#include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -108,6 +110,36 @@ bq::mmap_topic_options<std::string> topic_options(const fs::path& data_directory
             .flush_batch_size = 10,
             .serializer = string_bytes_serializer{},
             .process_shared = process_shared};
+}
+
+// Produces `count` records "{source}-{n}" into a topic of `options` opened on `runner`, and consumes
+// (committing) until `expected` records of group "g" came; how many came.
+std::size_t produce_and_consume(queue_runner& runner, const bq::mmap_topic_options<std::string>& options,
+                                const std::string& source, std::size_t count, std::size_t expected)
+{
+    runner->add_topic(options);
+    auto consumer = runner->create_pull_consumer<std::string>(
+        {.topic = "events", .group = "g", .auto_commit = false, .batch_size = 64});
+    auto producer = runner->producer<std::string>("events");
+    for (std::size_t number = 0; number < count; ++number) {
+        if (!producer.try_produce(source + "-" + std::to_string(number))) {
+            return 0;
+        }
+    }
+    std::size_t consumed = 0;
+    run_until(
+        runner.io,
+        [&] {
+            while (auto delivered = consumer.try_consume()) {
+                consumed += delivered->size();
+                if (bq::test::commit_now(consumer, runner.io)) {
+                    return true;
+                }
+            }
+            return consumed >= expected;
+        },
+        10s);
+    return consumed;
 }
 
 // Produces enough records to roll segments over, consumes and commits them all (retention then
@@ -333,6 +365,63 @@ TEST_CASE("process-shared mmap topic: a shared header that belongs to another us
         queue_runner runner;
         CHECK_NOTHROW(runner->add_topic(options_with(bq::file_access::group_write)));
     }
+}
+
+TEST_CASE("process-shared mmap topic with file_access::group_write: a process of another user of the folder's group "
+          "reads and appends to the topic",
+          "[mmap][process_shared][file_access]")
+{
+    if (!can_chown()) {
+        return;
+    }
+    constexpr unsigned other_user = 65534;  // nobody, in group 65534 (nogroup) here
+    const scoped_umask mask(007);
+    temporary_directory directory;
+    fs::permissions(directory.path(), static_cast<fs::perms>(0711));  // the other user passes through
+    const fs::path data_directory = directory.path() / "data";
+    fs::create_directory(data_directory);
+    REQUIRE(::chown(data_directory.c_str(), 0, other_user) == 0);
+    REQUIRE(::chmod(data_directory.c_str(), 02770) == 0);  // what is made in it gets the group
+    auto options = topic_options(data_directory, true);
+    options.access = bq::file_access::group_write;
+    options.max_retained_consumed_segments.reset();  // group "h" below reads from the start
+    {
+        queue_runner runner;
+        CHECK(produce_and_consume(runner, options, "root", 100, 100) == 100);
+    }
+    // Before any thread of this test runs: the child drops root and opens the folder first (it
+    // recovers it, writing into this user's files through the group), reads what was produced
+    // after the group's commit (nothing) and appends.
+    bq::test::child_process other([&] {
+        if (::setgroups(0, nullptr) != 0 || ::setgid(other_user) != 0 || ::setuid(other_user) != 0 ||
+            ::geteuid() != other_user) {
+            return 10;
+        }
+        queue_runner runner;
+        return produce_and_consume(runner, options, "nobody", 50, 50) == 50 ? 0 : 11;
+    });
+    REQUIRE(other.wait() == 0);
+    struct stat status {};
+    REQUIRE(::stat((data_directory / "events" / "shared.header").c_str(), &status) == 0);
+    CHECK(status.st_uid == 0U);  // still this user's: the other one reused it
+    queue_runner runner;
+    runner->add_topic(options);
+    auto consumer = runner->create_pull_consumer<std::string>(
+        {.topic = "events", .group = "h", .auto_commit = false, .batch_size = 500});
+    std::set<std::string> items;
+    run_until(
+        runner.io,
+        [&] {
+            while (auto delivered = consumer.try_consume()) {
+                items.insert(delivered->begin(), delivered->end());
+                REQUIRE_FALSE(bq::test::commit_now(consumer, runner.io));
+            }
+            return items.size() >= 150;
+        },
+        10s);
+    CHECK(items.size() == 150);
+    CHECK(items.count("nobody-49") == 1);
+    CHECK(items.count("root-0") == 1);
 }
 
 }  // namespace
