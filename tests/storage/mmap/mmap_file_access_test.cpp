@@ -4,6 +4,8 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/storage/mmap/detail/file_hooks.hpp"
 #include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
 
 #include "catch.hpp"
@@ -11,10 +13,12 @@
 #include "queue_test_support.hpp"
 #include "test_support.hpp"
 
+#include <fcntl.h>
 #include <grp.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstddef>
 #include <cstdio>
@@ -203,6 +207,79 @@ void check_topic_modes(const fs::path& data_directory, bool process_shared, unsi
         segment = segment || file.ends_with(".log");
     }
     CHECK(segment);
+}
+
+TEST_CASE("file layer: what it creates gets the permissions of its file_access less the umask, what exists keeps "
+          "its mode, and ownership_of reports both",
+          "[file][file_access]")
+{
+    namespace detail = bq::detail;
+    const scoped_umask mask(022);
+    temporary_directory directory;
+    struct expectation {
+        bq::file_access access;
+        unsigned folder;
+        unsigned file;
+    };
+    // umask 022 takes group_write's write bit for the group.
+    for (const expectation& each :
+         {expectation{bq::file_access::owner, 0700, 0600}, expectation{bq::file_access::group_read, 0750, 0640},
+          expectation{bq::file_access::group_write, 0750, 0640}}) {
+        const std::string base = directory.file("access-" + std::to_string(static_cast<int>(each.access)));
+        INFO(base);
+        CHECK(detail::make_directories(base + "/a/b", each.access));
+        for (const std::string& folder : {base, base + "/a", base + "/a/b"}) {
+            CHECK(octal(permissions_of(folder)) == octal(each.folder));
+        }
+        const detail::unique_fd created =
+            detail::open_file(base + "/created", detail::open_mode::create_new, each.access);
+        REQUIRE(detail::try_lock_file(base + "/member.lock", each.access));
+        const detail::directory_lock exclusive(base + "/a", each.access);
+        const detail::shared_directory_lock shared(base + "/a/b", each.access);
+        detail::write_checkpoint(base + "/consumer.offset", 40, each.access);
+        detail::write_item_position(base + "/earliest.items", {.offset = 40, .items = 1}, each.access);
+        for (const std::string& file :
+             {base + "/created", base + "/member.lock", base + "/a/.lock", base + "/a/b/.lock",
+              base + "/a/b/.open.lock", base + "/consumer.offset", base + "/earliest.items"}) {
+            INFO(file);
+            CHECK(octal(permissions_of(file)) == octal(each.file));
+        }
+        const detail::file_ownership owner = detail::ownership_of(created);
+        CHECK(owner.user == detail::effective_user());
+        CHECK(owner.user == ::geteuid());
+        CHECK(owner.group == ::getegid());
+        CHECK(octal(owner.permissions) == octal(each.file));
+        CHECK(octal(detail::ownership_of(base + "/a").permissions) == octal(each.folder));
+        CHECK(detail::access_granted_by(detail::ownership_of(base).permissions) ==
+              (each.access == bq::file_access::owner ? bq::file_access::owner : bq::file_access::group_read));
+    }
+    CHECK(detail::access_granted_by(0770) == bq::file_access::group_write);
+    CHECK(detail::access_granted_by(0707) == bq::file_access::owner);
+
+    // An existing file or folder keeps its mode, whatever the access.
+    const std::string existing = directory.file("existing");
+    REQUIRE(::close(::open(existing.c_str(), O_CREAT | O_WRONLY, 0644)) == 0);
+    REQUIRE(::chmod(existing.c_str(), 0644) == 0);
+    detail::open_file(existing, detail::open_mode::create_or_open, bq::file_access::owner);
+    CHECK(octal(permissions_of(existing)) == "0644");
+    REQUIRE(::chmod(directory.string().c_str(), 0755) == 0);
+    CHECK_FALSE(detail::make_directories(directory.string(), bq::file_access::owner));
+    CHECK(octal(permissions_of(directory.path())) == "0755");
+
+    // A failing fstat or stat is an I/O error naming the path.
+    const detail::scoped_file_hooks hooks(
+        {.before_operation =
+             [](detail::file_operation operation, const std::string& path) {
+                 return operation == detail::file_operation::status && path.ends_with("existing") ? EIO : 0;
+             },
+         .after_flush = {}});
+    const detail::unique_fd file = detail::open_file(existing, detail::open_mode::read_only);
+    for (const auto& failure :
+         {error_from([&] { detail::ownership_of(file); }), error_from([&] { detail::ownership_of(existing); })}) {
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(missing_from(failure->what(), {existing, "owner"}).empty());
+    }
 }
 
 TEST_CASE("mmap topic: with umask 022, a new topic's folders and files are readable by their owner only",
