@@ -33,12 +33,12 @@ std::string parent_directory(const std::string& path)
 }
 
 // Durably replaces `path` with `bytes`: `path + ".tmp"` written, fsynced, renamed over `path`, then
-// the parent directory fsynced.
-void write_atomically(const std::string& path, std::span<const std::byte> bytes)
+// the parent directory fsynced. The new file gets `file_permissions(access)` less the umask.
+void write_atomically(const std::string& path, std::span<const std::byte> bytes, file_access access)
 {
     const std::string temporary_path = path + std::string(temporary_suffix);
     {
-        unique_fd file = open_file(temporary_path, open_mode::create_or_truncate);
+        unique_fd file = open_file(temporary_path, open_mode::create_or_truncate, access);
         try {
             write_at(file, 0, bytes);
             fsync_file(file);
@@ -86,7 +86,7 @@ std::optional<std::vector<std::byte>> read_small_file(const std::string& path, s
 
 }  // namespace
 
-void write_checkpoint(const std::string& path, std::uint64_t value)
+void write_checkpoint(const std::string& path, std::uint64_t value, file_access access)
 {
     if (value > max_checkpoint_value) {
         throw error(errc::invalid_argument,
@@ -94,7 +94,7 @@ void write_checkpoint(const std::string& path, std::uint64_t value)
                         "cannot write checkpoint {}: the value {} is larger than the largest checkpoint value {}", path,
                         value, max_checkpoint_value));
     }
-    write_atomically(path, encode_checkpoint(value));
+    write_atomically(path, encode_checkpoint(value), access);
 }
 
 std::optional<std::uint64_t> read_checkpoint(const std::string& path)
@@ -113,14 +113,14 @@ std::optional<std::uint64_t> read_checkpoint(const std::string& path)
     return std::get<std::uint64_t>(decoded);
 }
 
-void write_item_position(const std::string& path, log_position position)
+void write_item_position(const std::string& path, log_position position, file_access access)
 {
     if (position.offset > max_checkpoint_value) {
         throw error(
             errc::invalid_argument,
             detail::format_message("cannot write item position {}: the offset {} is too large", path, position.offset));
     }
-    write_atomically(path, encode_item_position(position));
+    write_atomically(path, encode_item_position(position), access);
 }
 
 std::optional<log_position> read_item_position(const std::string& path)

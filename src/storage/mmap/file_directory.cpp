@@ -48,7 +48,7 @@ bool remove_recursively(const std::string& path)
 
 void fsync_directory(const std::string& directory)
 {
-    const int result = open_descriptor(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    const int result = open_descriptor(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC, 0);
     if (result < 0) {
         throw_io_error(detail::format_message("cannot open directory {} to fsync it", directory), -result);
     }
@@ -60,7 +60,7 @@ void fsync_directory(const std::string& directory)
     report_flush(file_operation::fsync_directory, directory, 0, 0);
 }
 
-bool make_directories(const std::string& directory)
+bool make_directories(const std::string& directory, file_access access)
 {
     std::filesystem::path target(directory);
     if (!target.has_filename() && target.has_parent_path()) {
@@ -82,9 +82,11 @@ bool make_directories(const std::string& directory)
     }
     const std::filesystem::path parent = target.parent_path();
     if (!parent.empty() && parent != target) {
-        make_directories(parent.string());
+        make_directories(parent.string(), access);
     }
-    const int failure = run_checked(file_operation::make_directory, path, [&] { return ::mkdir(path.c_str(), 0777); });
+    const int failure = run_checked(file_operation::make_directory, path, [&] {
+        return ::mkdir(path.c_str(), static_cast<mode_t>(folder_permissions(access)));
+    });
     if (failure == EEXIST) {
         if (path_status(path, status, true) == 0 && S_ISDIR(status.st_mode)) {
             return false;  // created concurrently by someone else
@@ -164,8 +166,8 @@ std::size_t remove_temporary_files(const std::string& directory)
     return removed;
 }
 
-directory_lock::directory_lock(const std::string& directory)
-    : lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open))
+directory_lock::directory_lock(const std::string& directory, file_access access)
+    : lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open, access))
 {
     const int failure = run_checked(file_operation::lock, lock_file_.path(),
                                     [&] { return ::flock(lock_file_.get(), LOCK_EX | LOCK_NB); });
@@ -180,9 +182,9 @@ directory_lock::directory_lock(const std::string& directory)
     }
 }
 
-std::optional<unique_fd> try_lock_file(const std::string& path)
+std::optional<unique_fd> try_lock_file(const std::string& path, file_access access)
 {
-    unique_fd file = open_file(path, open_mode::create_or_open);
+    unique_fd file = open_file(path, open_mode::create_or_open, access);
     const int failure =
         run_checked(file_operation::lock, file.path(), [&] { return ::flock(file.get(), LOCK_EX | LOCK_NB); });
     if (failure == EWOULDBLOCK) {
@@ -194,9 +196,9 @@ std::optional<unique_fd> try_lock_file(const std::string& path)
     return file;
 }
 
-shared_directory_lock::shared_directory_lock(const std::string& directory)
-    : open_lock_file_(open_file(directory + "/" + std::string(open_lock_file_name), open_mode::create_or_open)),
-      lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open))
+shared_directory_lock::shared_directory_lock(const std::string& directory, file_access access)
+    : open_lock_file_(open_file(directory + "/" + std::string(open_lock_file_name), open_mode::create_or_open, access)),
+      lock_file_(open_file(directory + "/" + std::string(lock_file_name), open_mode::create_or_open, access))
 {
     // Blocking: another shared queue holds it only while it opens (and the kernel drops it if that
     // process dies meanwhile).

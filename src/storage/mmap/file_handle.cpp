@@ -80,18 +80,18 @@ int unique_fd::release() noexcept
 
 // ---- files ----------------------------------------------------------------------------------
 
-unique_fd open_file(const std::string& path, open_mode mode)
+unique_fd open_file(const std::string& path, open_mode mode, file_access access)
 {
-    const int result = open_descriptor(path, open_flags(mode));
+    const int result = open_descriptor(path, open_flags(mode), file_permissions(access));
     if (result < 0) {
         throw_io_error(detail::format_message("cannot open {}", path), -result);
     }
     return unique_fd(result, path);
 }
 
-std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode)
+std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode, file_access access)
 {
-    const int result = open_descriptor(path, open_flags(mode));
+    const int result = open_descriptor(path, open_flags(mode), file_permissions(access));
     if (result == -ENOENT) {
         return std::nullopt;
     }
@@ -109,6 +109,41 @@ std::uint64_t file_size(const unique_fd& file)
         throw_io_error(detail::format_message("cannot get the size of {}", file.path()), failure);
     }
     return static_cast<std::uint64_t>(status.st_size);
+}
+
+namespace {
+
+file_ownership ownership_from(const struct stat& status) noexcept
+{
+    return {.user = static_cast<unsigned>(status.st_uid),
+            .group = static_cast<unsigned>(status.st_gid),
+            .permissions = static_cast<unsigned>(status.st_mode & 07777)};
+}
+
+}  // namespace
+
+file_ownership ownership_of(const unique_fd& file)
+{
+    struct stat status {};
+    const int failure = run_checked(file_operation::status, file.path(), [&] { return ::fstat(file.get(), &status); });
+    if (failure != 0) {
+        throw_io_error(detail::format_message("cannot find the owner of {}", file.path()), failure);
+    }
+    return ownership_from(status);
+}
+
+file_ownership ownership_of(const std::string& path)
+{
+    struct stat status {};
+    if (const int failure = file_system::path_status(path, status, true); failure != 0) {
+        throw_io_error(detail::format_message("cannot find the owner of {}", path), failure);
+    }
+    return ownership_from(status);
+}
+
+unsigned effective_user() noexcept
+{
+    return static_cast<unsigned>(::geteuid());
 }
 
 std::optional<std::uint64_t> data_end(const unique_fd& file, std::uint64_t from)

@@ -69,11 +69,11 @@ std::string error_text(int error_number)
     throw error(errc::io_error, detail::format_message("{}: {}", what, error_text(error_number)));
 }
 
-int open_descriptor(const std::string& path, int flags)
+int open_descriptor(const std::string& path, int flags, unsigned permissions)
 {
     int descriptor = -1;
     const int failure = run_checked(file_operation::open, path, [&] {
-        descriptor = ::open(path.c_str(), flags, 0666);
+        descriptor = ::open(path.c_str(), flags, static_cast<mode_t>(permissions));
         return descriptor;
     });
     return failure != 0 ? -failure : descriptor;

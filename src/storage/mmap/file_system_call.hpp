@@ -49,8 +49,9 @@ int run_checked(file_operation operation, const std::string& path, Call call)
     }
 }
 
-/// Opens `path` with open(2) `flags` (mode 0666) through the hooks; returns the descriptor or -errno.
-int open_descriptor(const std::string& path, int flags);
+/// Opens `path` with open(2) `flags` through the hooks; a file it creates gets `permissions` less the
+/// umask. Returns the descriptor or -errno.
+int open_descriptor(const std::string& path, int flags, unsigned permissions);
 
 /// Fills `status` for `path` with lstat(2) (`follow_links` false) or stat(2), through the hooks
 /// (`file_operation::status`); returns 0 or the error number (ENOENT: nothing there).

@@ -39,16 +39,17 @@ std::optional<std::size_t> member_slot(std::string_view name)
 
 }  // namespace
 
-group_leases::group_leases(std::string_view group, const std::string& topic_folder)
-    : folder_(detail::format_message("{}/{}/{}", topic_folder, group_leases_folder_name, escape_group_name(group)))
+group_leases::group_leases(std::string_view group, const std::string& topic_folder, file_access access)
+    : folder_(detail::format_message("{}/{}/{}", topic_folder, group_leases_folder_name, escape_group_name(group))),
+      access_(access)
 {
-    make_directories(folder_);
+    make_directories(folder_, access_);
 }
 
 member_lease group_leases::join() const
 {
     for (std::size_t slot = 0;; ++slot) {
-        if (std::optional<unique_fd> held = try_lock_file(member_path(folder_, slot))) {
+        if (std::optional<unique_fd> held = try_lock_file(member_path(folder_, slot), access_)) {
             return member_lease{slot, std::move(*held)};
         }
     }
@@ -64,7 +65,7 @@ std::vector<std::size_t> group_leases::live_members() const
         }
         // A lock we can take is nobody's: let go of it at once. The entry's own name is probed (a
         // name written another way, such as member-7.lock, is never recreated as member-00007.lock).
-        if (!try_lock_file(folder_ + "/" + entry.name)) {
+        if (!try_lock_file(folder_ + "/" + entry.name, access_)) {
             live.push_back(*slot);
         }
     }
@@ -74,7 +75,7 @@ std::vector<std::size_t> group_leases::live_members() const
 
 std::optional<unique_fd> group_leases::try_take_partition(std::size_t partition) const
 {
-    return try_lock_file(detail::format_message("{}/partition-{:05}.lease", folder_, partition));
+    return try_lock_file(detail::format_message("{}/partition-{:05}.lease", folder_, partition), access_);
 }
 
 std::vector<std::size_t> member_partitions(std::size_t partitions, std::size_t members, std::size_t rank)

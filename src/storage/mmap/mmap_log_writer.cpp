@@ -286,7 +286,7 @@ void mmap_log_writer::write_producer_checkpoint()
     const std::uint64_t offset =
         logical_offset(tail_->index, std::min(flushed_position_, tail_position_), files_.segment_size);
     if (offset != checkpointed_offset_) {
-        write_checkpoint(producer_path_, offset);
+        write_checkpoint(producer_path_, offset, files_.access);
         checkpointed_offset_ = offset;
     }
     records_since_checkpoint_ = static_cast<std::size_t>(items_ - flushed_items_);

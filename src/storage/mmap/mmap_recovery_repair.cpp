@@ -13,7 +13,7 @@ namespace {
 mapped_region map_flush_mark(const mmap_partition_files& files) noexcept
 {
     try {
-        unique_fd file = open_file(files.flush_mark_path(), open_mode::create_or_open);
+        unique_fd file = open_file(files.flush_mark_path(), open_mode::create_or_open, files.access);
         if (file_size(file) != flush_mark_size) {
             truncate_file(file, flush_mark_size);
         }
@@ -39,7 +39,7 @@ void apply_mmap_recovery(const mmap_partition_files& files, mmap_recovered_state
         state.cut_to = state.cut_from;
         return;
     }
-    make_directories(files.folder);
+    make_directories(files.folder, files.access);
     if (state.new_partition) {
         remove_file(files.flush_mark_path());  // a mark left without segments says nothing any more
     }

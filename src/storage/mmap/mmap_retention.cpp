@@ -40,7 +40,7 @@ void apply_mmap_retention(const mmap_retention_scope& scope, std::size_t keep, s
                 const auto lock = scope.segments.share();
                 moved = scope.segments.normalize(position.offset, log_end);
             }
-            write_checkpoint(scope.files.group_checkpoint_path(escape_group_name(group)), moved);
+            write_checkpoint(scope.files.group_checkpoint_path(escape_group_name(group)), moved, scope.files.access);
             position.offset = moved;  // the items stay: a marker holds no record
         }
     }
@@ -48,8 +48,8 @@ void apply_mmap_retention(const mmap_retention_scope& scope, std::size_t keep, s
         scope.before_persist(earliest);
     }
     // earliest.items first: recovery counts back from one that is ahead of earliest.offset.
-    write_item_position(scope.files.earliest_items_path(), earliest);
-    write_checkpoint(scope.files.earliest_path(), earliest.offset);
+    write_item_position(scope.files.earliest_items_path(), earliest, scope.files.access);
+    write_checkpoint(scope.files.earliest_path(), earliest.offset, scope.files.access);
     scope.earliest = earliest;
     for (const std::unique_ptr<mmap_segment_file>& segment : scope.segments.release_below(delete_below)) {
         segment->region.unmap();

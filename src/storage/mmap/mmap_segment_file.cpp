@@ -15,7 +15,7 @@ std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_file
     segment->path = files.segment_path(index);
     const std::string temporary = segment->path + std::string(temporary_suffix);
     try {
-        unique_fd file = open_file(temporary, open_mode::create_or_truncate);
+        unique_fd file = open_file(temporary, open_mode::create_or_truncate, files.access);
         truncate_file(file, files.segment_size);
         const std::uint64_t reserved = std::min(files.segment_size, first_chunk);
         preallocate(file, 0, reserved);

@@ -10,9 +10,9 @@ namespace bufferqueue::detail {
 
 process_group_membership::process_group_membership(
     std::string topic_folder, std::size_t partitions, process_shared_event event, std::chrono::nanoseconds period,
-    std::function<void(const std::string& group, std::size_t partition)> before_assign)
+    std::function<void(const std::string& group, std::size_t partition)> before_assign, file_access access)
     : topic_folder_(std::move(topic_folder)), partitions_(partitions), event_(event),
-      before_assign_(std::move(before_assign))
+      before_assign_(std::move(before_assign)), access_(access)
 {
     watcher_.emplace(event_, period, [this] { rebalance_all(); });
 }
@@ -36,7 +36,7 @@ void process_group_membership::consumers_created(const std::string& group, std::
     }
     auto& state = groups_[group];
     if (!state) {
-        state = std::make_unique<group_state>(group_leases(group, topic_folder_));
+        state = std::make_unique<group_state>(group_leases(group, topic_folder_, access_));
     }
     for (std::size_t index = 0; index < count; ++index) {
         state->members.insert_or_assign(index, state->leases.join());

@@ -61,10 +61,25 @@ std::string_view stored_name(std::string_view name) noexcept
     return name.substr(0, std::min(name.size(), layout::max_serializer_name));
 }
 
+// Refuses the open header `file` when another user owns it and `access` does not share the folder
+// with the group: that user could rewrite it and stop every process that appends (issue 51).
+void require_owned(const unique_fd& file, std::string_view topic, file_access access)
+{
+    const file_ownership owner = ownership_of(file);
+    if (owner.user != effective_user() && access != file_access::group_write) {
+        throw error(errc::invalid_argument,
+                    detail::format_message("mmap topic '{}': {} belongs to user id {}, not to this process's user id "
+                                           "{}; whoever owns it can stop every process that appends. Set the option "
+                                           "'access' (mmap_topic_options) to file_access::group_write to share the "
+                                           "folder with another user of its group",
+                                           topic, file.path(), owner.user, effective_user()));
+    }
+}
+
 }  // namespace
 
 shared_topic_header::shared_topic_header(std::string_view topic, const std::string& topic_folder,
-                                         const shared_topic_options& options, bool first)
+                                         const shared_topic_options& options, bool first, file_access access)
     : topic_(topic), partitions_(options.partitions)
 {
     const std::string path = topic_folder + "/" + std::string(layout::file_name);
@@ -72,7 +87,8 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
     const std::string_view name = stored_name(options.serializer_name);
     if (first) {
         // Nobody else has the folder open: whatever the file holds is from processes that are gone.
-        const unique_fd file = open_file(path, open_mode::create_or_open);
+        const unique_fd file = open_file(path, open_mode::create_or_open, access);
+        require_owned(file, topic, access);
         truncate_file(file, 0);
         preallocate(file, 0, size);  // writing through the mapping cannot hit a full disk
         region_ = map_file(file, size);
@@ -98,6 +114,7 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
     }
 
     const unique_fd file = open_file(path, open_mode::read_write);
+    require_owned(file, topic, access);
     const std::uint64_t actual_size = file_size(file);
     if (actual_size < layout::header_size) {
         throw error(errc::corrupt_data,

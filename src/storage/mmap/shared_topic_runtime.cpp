@@ -7,9 +7,9 @@
 namespace bufferqueue::detail {
 
 shared_topic_runtime::shared_topic_runtime(std::string_view topic, const std::string& topic_folder,
-                                           const shared_topic_options& options)
-    : folder_(topic_folder), partitions_(options.partitions), lock_(topic_folder),
-      header_(topic, topic_folder, options, lock_.first())
+                                           const shared_topic_options& options, file_access access)
+    : folder_(topic_folder), partitions_(options.partitions), access_(access), lock_(topic_folder, access),
+      header_(topic, topic_folder, options, lock_.first(), access)
 {
 }
 
@@ -54,9 +54,8 @@ std::shared_ptr<group_membership> shared_topic_runtime::make_membership() const
 {
     return std::make_shared<process_group_membership>(
         folder_, partitions_, header_.wake_event(), period,
-        [registry = registry_](const std::string& group, std::size_t partition) {
-            registry->reload(group, partition);
-        });
+        [registry = registry_](const std::string& group, std::size_t partition) { registry->reload(group, partition); },
+        access_);
 }
 
 void shared_topic_runtime::start()

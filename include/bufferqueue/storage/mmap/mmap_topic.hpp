@@ -11,6 +11,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/file_access.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
 #include "bufferqueue/topic/partitioned_topic.hpp"
@@ -67,6 +68,14 @@ struct mmap_topic_options {
     /// the folder is locked by one queue, and a second one gets `io_error`. Retention counts the
     /// groups of every process.
     bool process_shared = false;
+    /// Who may read and change the folders and files the topic creates (file_access.hpp): owner-only
+    /// by default (folders 0700, files 0600, less the umask), the data directory too when the topic
+    /// creates it. Folders and files that already exist keep their modes. With `process_shared`, a
+    /// folder whose `shared.header` belongs to another user is refused (`invalid_argument` naming
+    /// the file, its owner and this option) unless this is `file_access::group_write`. Need not
+    /// agree between processes; each creates its own files with its own. See docs/mmap-storage.md,
+    /// "Who may read the data".
+    file_access access = file_access::owner;
 };
 
 namespace detail {
@@ -104,7 +113,7 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
                    options.name, "flush", "must be flush_strategy::immediate or flush_strategy::batch");
 
     const std::string topic_folder = (options.data_directory / options.name).string();
-    make_directories(topic_folder);
+    make_directories(topic_folder, options.access);
     std::shared_ptr<directory_lock> lock;
     std::shared_ptr<shared_topic_runtime> shared;
     if (options.process_shared) {
@@ -113,9 +122,10 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
             shared_topic_options{.partitions = options.partitions,
                                  .segment_size = options.segment_size,
                                  .max_retained_consumed_segments = options.max_retained_consumed_segments,
-                                 .serializer_name = std::string(options.serializer.type_name())});
+                                 .serializer_name = std::string(options.serializer.type_name())},
+            options.access);
     } else {
-        lock = std::make_shared<directory_lock>(topic_folder);
+        lock = std::make_shared<directory_lock>(topic_folder, options.access);
     }
     // A process-shared folder that other processes have open is theirs to repair: this one only reads.
     const recovery_repairs repairs = !shared || shared->first() ? recovery_repairs::all : recovery_repairs::none;
@@ -147,7 +157,8 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
                                               .flush = options.flush,
                                               .flush_batch_size = options.flush_batch_size,
                                               .max_retained_consumed_segments = options.max_retained_consumed_segments,
-                                              .serializer = options.serializer});
+                                              .serializer = options.serializer,
+                                              .access = options.access});
     }
     // Every partition is validated before any is repaired, so a failed open changes no file.
     std::deque<mmap_recovered_state> recovered;  // a deque: the state is move-only

@@ -75,12 +75,19 @@ group_change_plan plan(const std::string& data_directory, const std::string& top
     return result;
 }
 
+// Who may read what the tool writes into the topic: what the topic folder grants its group (the
+// tool does not know the topic's options), so an owner-only topic stays owner-only.
+file_access topic_access(const std::string& data_directory, const std::string& topic)
+{
+    return detail::access_granted_by(detail::ownership_of(topic_folder(data_directory, topic)).permissions);
+}
+
 // The topic's lock, as a queue takes it; a clear refusal while a queue holds it.
 detail::directory_lock lock_topic(const std::string& data_directory, const std::string& topic)
 {
     const std::string folder = topic_folder(data_directory, topic);
     try {
-        return detail::directory_lock(folder);
+        return detail::directory_lock(folder, topic_access(data_directory, topic));
     } catch (const error& failure) {
         throw error(errc::io_error,
                     detail::format_message("refusing to change topic '{}': {}; close the queue that has it open "
@@ -103,9 +110,10 @@ group_change_plan execute_reset(const std::string& data_directory, const std::st
     list_partitions(data_directory, topic);  // an unknown topic is reported before anything is locked
     const detail::directory_lock lock = lock_topic(data_directory, topic);
     group_change_plan planned = plan(data_directory, topic, group, target, offset);
+    const file_access access = topic_access(data_directory, topic);
     for (const group_change& change : planned.changes) {
         if (change.target != change.current) {
-            detail::write_checkpoint(change.checkpoint_path, change.target_log_offset);
+            detail::write_checkpoint(change.checkpoint_path, change.target_log_offset, access);
         }
     }
     return planned;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
+#include "bufferqueue/storage/mmap/file_access.hpp"
 
 #include <cstdint>
 #include <optional>
@@ -13,11 +14,11 @@ namespace bufferqueue::detail {
 /// Durably replaces the checkpoint at `path` with `value` in the format of checkpoint_format.hpp
 /// (version 2: the value and a CRC-32C): writes the 16 bytes to `path + ".tmp"`, fsyncs it, renames
 /// it over `path` and fsyncs the parent directory, so a reader sees either the old or the new value,
-/// never a torn one. When it throws, the old checkpoint (if any) is still in place unless the final
-/// directory fsync failed, in which case the new value may or may not survive a power loss. Throws
-/// `error(errc::invalid_argument)` when `value` exceeds `max_checkpoint_value`,
+/// never a torn one; the new file gets `file_permissions(access)` less the umask. When it throws, the old checkpoint
+/// (if any) is still in place unless the final directory fsync failed, in which case the new value may or may not
+/// survive a power loss. Throws `error(errc::invalid_argument)` when `value` exceeds `max_checkpoint_value`,
 /// `error(errc::io_error)` naming the path and the failed step otherwise.
-void write_checkpoint(const std::string& path, std::uint64_t value);
+void write_checkpoint(const std::string& path, std::uint64_t value, file_access access = file_access::owner);
 
 /// Reads the checkpoint at `path` (format version 2, or a version-1 file of 8 bytes written by an
 /// earlier release): `std::nullopt` when the file does not exist. Throws `error(errc::corrupt_data)`
@@ -27,9 +28,9 @@ void write_checkpoint(const std::string& path, std::uint64_t value);
 std::optional<std::uint64_t> read_checkpoint(const std::string& path);
 
 /// Durably replaces the item position file at `path` with `position` (checkpoint_format.hpp), the way
-/// `write_checkpoint` replaces a checkpoint. Throws `error(errc::invalid_argument)` when the offset
-/// exceeds `max_checkpoint_value`, `error(errc::io_error)` naming the path and the failed step.
-void write_item_position(const std::string& path, log_position position);
+/// `write_checkpoint` replaces a checkpoint (with the same `access`). Throws `error(errc::invalid_argument)` when the
+/// offset exceeds `max_checkpoint_value`, `error(errc::io_error)` naming the path and the failed step.
+void write_item_position(const std::string& path, log_position position, file_access access = file_access::owner);
 
 /// Reads the item position file at `path`: `std::nullopt` when it does not exist. Throws
 /// `error(errc::corrupt_data)` naming the file when it is not a regular file, has the wrong size,

@@ -16,11 +16,12 @@ namespace bufferqueue::detail {
 /// after creating, renaming or removing an entry in it. Throws `error(errc::io_error)`.
 void fsync_directory(const std::string& directory);
 
-/// Creates `directory` and its missing parents (mode 0777 & ~umask) and fsyncs the parent of each
-/// directory it created, so the new entries survive a power loss. Returns true when `directory`
-/// was created, false when it already existed. Throws `error(errc::io_error)` naming the path,
-/// also when a component exists but is not a directory.
-bool make_directories(const std::string& directory);
+/// Creates `directory` and its missing parents (mode `folder_permissions(access)` less the umask;
+/// existing ones keep their mode) and fsyncs the parent of each directory it created, so the new
+/// entries survive a power loss. Returns true when `directory` was created, false when it already
+/// existed. Throws `error(errc::io_error)` naming the path, also when a component exists but is not a
+/// directory.
+bool make_directories(const std::string& directory, file_access access = file_access::owner);
 
 /// What a directory entry is.
 enum class entry_kind { file, directory, other };
@@ -61,8 +62,9 @@ public:
     /// `error(errc::io_error)` saying the directory is already open by another queue when the lock
     /// is held elsewhere, or naming the lock file and the OS error for other failures. (io_error
     /// rather than a usage error: the conflict comes from the environment — another queue, maybe
-    /// another process — not from a mistake in the calls made on this queue.)
-    explicit directory_lock(const std::string& directory);
+    /// another process — not from a mistake in the calls made on this queue.) A lock file it
+    /// creates gets `file_permissions(access)` less the umask.
+    explicit directory_lock(const std::string& directory, file_access access = file_access::owner);
 
     /// Takes over the lock; the moved-from object holds nothing. Never throws.
     directory_lock(directory_lock&&) noexcept = default;
@@ -81,9 +83,10 @@ private:
 /// Opens `path` (created when missing, never removed: removing a lock file races with processes
 /// about to lock it) and takes an exclusive flock on it without waiting: the descriptor holding the
 /// lock, or nothing when another open file description holds it (in this process or another one).
-/// The kernel releases the lock when the descriptor is closed or the process dies. Throws
-/// `error(errc::io_error)` naming the path for other failures.
-std::optional<unique_fd> try_lock_file(const std::string& path);
+/// The kernel releases the lock when the descriptor is closed or the process dies. A file it creates
+/// gets `file_permissions(access)` less the umask. Throws `error(errc::io_error)` naming the path for
+/// other failures.
+std::optional<unique_fd> try_lock_file(const std::string& path, file_access access = file_access::owner);
 
 /// The name of the file that serializes the opening of a process-shared topic folder
 /// (`shared_directory_lock`). Never removed, like `lock_file_name`.
@@ -102,8 +105,9 @@ public:
     /// Waits for the open lock (held by another queue only while that one opens), then takes the
     /// shared hold of `directory`, which must exist. Throws `error(errc::io_error)` saying the
     /// directory is open by a queue that is not process-shared when `directory_lock` holds it, or
-    /// naming the lock file and the OS error for other failures.
-    explicit shared_directory_lock(const std::string& directory);
+    /// naming the lock file and the OS error for other failures. Lock files it creates get
+    /// `file_permissions(access)` less the umask.
+    explicit shared_directory_lock(const std::string& directory, file_access access = file_access::owner);
 
     shared_directory_lock(shared_directory_lock&&) noexcept = default;
     shared_directory_lock& operator=(shared_directory_lock&&) noexcept = default;

@@ -1,6 +1,8 @@
 // Internal: owned file descriptors and the operations on single files of the file layer (file.hpp):
-// open, size, truncate, preallocate, read, write, fsync, rename, remove.
+// open, size, truncate, preallocate, read, write, fsync, rename, remove, ownership.
 #pragma once
+
+#include "bufferqueue/storage/mmap/file_access.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -54,7 +56,43 @@ private:
     std::string path_;
 };
 
-/// How `open_file` opens a file. Every mode adds O_CLOEXEC; created files get mode 0666 & ~umask.
+/// The permission bits a file created for `access` gets before the umask: 0600 (`owner`), 0640
+/// (`group_read`) or 0660 (`group_write`). Never throws.
+constexpr unsigned file_permissions(file_access access) noexcept
+{
+    switch (access) {
+    case file_access::owner: return 0600;
+    case file_access::group_read: return 0640;
+    case file_access::group_write: return 0660;
+    }
+    return 0600;
+}
+
+/// The permission bits a folder created for `access` gets before the umask: 0700 (`owner`), 0750
+/// (`group_read`) or 0770 (`group_write`). Never throws.
+constexpr unsigned folder_permissions(file_access access) noexcept
+{
+    switch (access) {
+    case file_access::owner: return 0700;
+    case file_access::group_read: return 0750;
+    case file_access::group_write: return 0770;
+    }
+    return 0700;
+}
+
+/// The access an existing folder with permission bits `permissions` grants: `group_write` when its
+/// group may write into it, `group_read` when the group may read it, else `owner` (bits for other
+/// users count for nothing: the library never grants them). Never throws.
+constexpr file_access access_granted_by(unsigned permissions) noexcept
+{
+    if ((permissions & 0020U) != 0) {
+        return file_access::group_write;
+    }
+    return (permissions & 0040U) != 0 ? file_access::group_read : file_access::owner;
+}
+
+/// How `open_file` opens a file. Every mode adds O_CLOEXEC; a file it creates gets
+/// `file_permissions(access) & ~umask`, an existing one keeps its mode.
 enum class open_mode {
     read_only,           ///< O_RDONLY; the file must exist
     read_write,          ///< O_RDWR; the file must exist
@@ -63,13 +101,34 @@ enum class open_mode {
     create_or_truncate,  ///< O_RDWR | O_CREAT | O_TRUNC
 };
 
-/// Opens `path`. Throws `error(errc::io_error)` naming the path and the OS error (for example
-/// "No such file or directory"). Thread-safe; allocates the path copy.
-unique_fd open_file(const std::string& path, open_mode mode);
+/// Opens `path`; a file it creates gets `file_permissions(access)` less the umask (owner-only
+/// unless the caller passes the topic's access). Throws `error(errc::io_error)` naming the path and
+/// the OS error (for example "No such file or directory"). Thread-safe; allocates the path copy.
+unique_fd open_file(const std::string& path, open_mode mode, file_access access = file_access::owner);
 
 /// Like `open_file`, but returns `std::nullopt` instead of throwing when the file (or a parent
 /// directory) does not exist. Other failures throw as in `open_file`.
-std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode);
+std::optional<unique_fd> try_open_file(const std::string& path, open_mode mode,
+                                       file_access access = file_access::owner);
+
+/// Who owns a file or folder, and its permission bits, as fstat(2) or stat(2) report them.
+struct file_ownership {
+    unsigned user = 0;         ///< st_uid
+    unsigned group = 0;        ///< st_gid
+    unsigned permissions = 0;  ///< st_mode & 07777
+};
+
+/// The owner and permission bits of the open file (fstat, `file_operation::status`). Throws
+/// `error(errc::io_error)` naming the path. Thread-safe.
+file_ownership ownership_of(const unique_fd& file);
+
+/// The owner and permission bits of what `path` names (stat, following links;
+/// `file_operation::status`). Throws `error(errc::io_error)` naming the path, also when nothing is
+/// there. Thread-safe.
+file_ownership ownership_of(const std::string& path);
+
+/// The user id this process accesses files as (geteuid). Never throws.
+unsigned effective_user() noexcept;
 
 /// The size of the open file in bytes (fstat). Throws `error(errc::io_error)` naming the path.
 std::uint64_t file_size(const unique_fd& file);

@@ -31,7 +31,7 @@ enum class file_operation {
     list_directory,   ///< opendir(3)/readdir(3)
     lock,             ///< flock(2)
     seek_data,        ///< lseek(2) with SEEK_DATA / SEEK_HOLE (`data_end`)
-    status,           ///< stat(2) or lstat(2) of a path: whether it exists and what it is (`path_exists`, ...)
+    status,           ///< stat(2), lstat(2) or fstat(2): what a path is, its owner (`path_exists`, `ownership_of`)
 };
 
 /// The lowercase name of `operation` ("fsync", "msync", ...). Thread-safe; never allocates.

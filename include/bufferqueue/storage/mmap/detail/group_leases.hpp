@@ -33,8 +33,9 @@ struct member_lease {
 /// that cannot name a folder, `io_error` naming the file for OS failures.
 class group_leases {
 public:
-    /// The leases of `group` of the topic in `topic_folder`; creates their folder when missing.
-    group_leases(std::string_view group, const std::string& topic_folder);
+    /// The leases of `group` of the topic in `topic_folder`; creates their folder when missing. The
+    /// folders and lease files it creates get `folder_permissions` and `file_permissions(access)`.
+    group_leases(std::string_view group, const std::string& topic_folder, file_access access = file_access::owner);
 
     /// Takes the lowest member slot nobody holds (no limit on their number).
     member_lease join() const;
@@ -49,6 +50,7 @@ public:
 
 private:
     std::string folder_;
+    file_access access_;
 };
 
 /// The partitions the member at `rank` (its position among `members` live members sorted by slot)

@@ -82,7 +82,7 @@ public:
         if (const auto known = groups_.find(group); known != groups_.end()) {
             start = known->second;
         } else {
-            create_group_folder(files_.offsets_folder(), escaped, start.offset);
+            create_group_folder(files_.offsets_folder(), escaped, start.offset, files_.access);
             groups_.emplace(std::string(group), start);
         }
         Cursor& opened = cursors_.emplace_back();
@@ -102,7 +102,7 @@ public:
         const std::lock_guard lock(mutex_);
         require_open();
         const std::uint64_t items = item_index(reader, next_offset);
-        write_checkpoint(reader.checkpoint_path, next_offset);
+        write_checkpoint(reader.checkpoint_path, next_offset, files_.access);
         reader.committed_items.store(items, std::memory_order_release);
         reader.committed.store(next_offset, std::memory_order_release);
         groups_[reader.group] = {next_offset, items};

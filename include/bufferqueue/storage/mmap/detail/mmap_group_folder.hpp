@@ -23,17 +23,18 @@
 
 namespace bufferqueue::detail {
 
-/// Creates the folder `offsets_folder/escaped` holding `consumer.offset` = `start`, atomically.
-/// Throws `error(errc::io_error)` naming the path; a failure leaves no group folder (a `.tmp`
-/// leftover at most, removed here when possible and otherwise at the next open).
-inline void create_group_folder(const std::string& offsets_folder, const std::string& escaped, std::uint64_t start)
+/// Creates the folder `offsets_folder/escaped` holding `consumer.offset` = `start`, atomically, for
+/// `access` (both folders and the file). Throws `error(errc::io_error)` naming the path; a failure leaves no group
+/// folder (a `.tmp` leftover at most, removed here when possible and otherwise at the next open).
+inline void create_group_folder(const std::string& offsets_folder, const std::string& escaped, std::uint64_t start,
+                                file_access access)
 {
     const std::string folder = offsets_folder + "/" + escaped;
     const std::string temporary = folder + std::string(temporary_suffix);
-    make_directories(offsets_folder);
+    make_directories(offsets_folder, access);
     try {
-        make_directories(temporary);
-        write_checkpoint(temporary + "/consumer.offset", start);
+        make_directories(temporary, access);
+        write_checkpoint(temporary + "/consumer.offset", start, access);
         rename_file(temporary, folder);
     } catch (...) {
         try {

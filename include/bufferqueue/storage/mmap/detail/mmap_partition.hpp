@@ -62,6 +62,7 @@ public:
         std::size_t flush_batch_size = 100;
         std::optional<std::size_t> max_retained_consumed_segments{};
         any_serializer<T> serializer;
+        file_access access = file_access::owner;  ///< who may read and change what the partition creates
     };
 
     /// A consumer group's progress; its batch is decoded into `decoded`.
@@ -93,7 +94,7 @@ public:
     static mmap_partition_files partition_files(const settings& configuration)
     {
         return {format_message("topic '{}' partition {}", configuration.topic, configuration.partition),
-                configuration.folder, configuration.segment_size};
+                configuration.folder, configuration.segment_size, configuration.access};
     }
 
     mmap_partition(const mmap_partition&) = delete;

@@ -29,6 +29,7 @@ struct mmap_partition_files {
     std::string description;  ///< "topic 'events' partition 0", the prefix of every error
     std::string folder;       ///< the partition folder
     std::uint64_t segment_size = 0;
+    file_access access = file_access::owner;  ///< who may read and change what the partition creates
 
     std::string producer_path() const { return folder + "/producer.offset"; }
     std::string earliest_path() const { return folder + "/earliest.offset"; }
@@ -49,8 +50,8 @@ struct mmap_partition_files {
 };
 
 /// Creates segment `index` atomically (a `.tmp` file with its header, fsynced and renamed, then the
-/// folder fsynced), reserves its first `first_chunk` bytes and maps it; its first record will be item
-/// `first_item`. Throws `error(errc::io_error)` (a `.tmp` leftover at most, removed at the next open).
+/// folder fsynced; created for `files.access`), reserves its first `first_chunk` bytes and maps it; its first record
+/// will be item `first_item`. Throws `error(errc::io_error)` (a `.tmp` leftover at most, removed at the next open).
 std::unique_ptr<mmap_segment_file> create_mmap_segment(const mmap_partition_files& files, std::uint64_t index,
                                                        std::uint64_t first_chunk, std::uint64_t first_item);
 

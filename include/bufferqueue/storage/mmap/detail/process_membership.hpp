@@ -35,12 +35,14 @@ namespace bufferqueue::detail {
 /// port is called under it (the port never calls back). Nothing notifies `event` once `close()`
 /// returned (the topic unmaps it then): consumers that close or let go after it change nothing. `before_assign(group,
 /// partition)` runs on the watcher thread, under that mutex, after the lease was taken and before the partition is
-/// assigned (the mmap topic re-reads the group's committed position there); it must not throw.
+/// assigned (the mmap topic re-reads the group's committed position there); it must not throw. The
+/// lease files and folders it creates are made for `access` (group_leases.hpp).
 class process_group_membership final : public group_membership {
 public:
     process_group_membership(std::string topic_folder, std::size_t partitions, process_shared_event event,
                              std::chrono::nanoseconds period,
-                             std::function<void(const std::string& group, std::size_t partition)> before_assign = {});
+                             std::function<void(const std::string& group, std::size_t partition)> before_assign = {},
+                             file_access access = file_access::owner);
 
     /// Stops the watcher and lets go of every slot and lease.
     ~process_group_membership() override;
@@ -71,6 +73,7 @@ private:
     const std::size_t partitions_;
     process_shared_event event_;
     const std::function<void(const std::string&, std::size_t)> before_assign_;
+    const file_access access_;
     mutable std::mutex mutex_;
     membership_port port_;                                        // guarded by mutex_
     std::map<std::string, std::unique_ptr<group_state>> groups_;  // guarded by mutex_

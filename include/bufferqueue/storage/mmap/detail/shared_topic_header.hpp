@@ -73,9 +73,14 @@ public:
     /// made anew from `options`; otherwise it must hold the same options, or this throws
     /// `error(errc::invalid_argument)` naming the option, both values, the topic and the folder,
     /// and changes nothing. Throws `error(errc::corrupt_data)` naming the file when it is not a
-    /// shared header of this version, and `error(errc::io_error)` for OS failures.
+    /// shared header of this version, and `error(errc::io_error)` for OS failures. A header it
+    /// creates gets `file_permissions(access)` less the umask; an existing one that belongs to
+    /// another user is refused before it is changed or mapped, unless `access` is
+    /// `file_access::group_write` (whoever owns it can rewrite it and stop every process that
+    /// appends): `error(errc::invalid_argument)` naming the file, its owner and the option - a
+    /// usage error like the options' mismatch above, which the option or a chown mends.
     shared_topic_header(std::string_view topic, const std::string& topic_folder, const shared_topic_options& options,
-                        bool first);
+                        bool first, file_access access = file_access::owner);
 
     shared_topic_header(shared_topic_header&&) noexcept = default;
     shared_topic_header& operator=(shared_topic_header&&) noexcept = default;

@@ -51,8 +51,12 @@ public:
     /// shared header, made anew when no other queue has the folder open. Throws
     /// `error(errc::io_error)` when a queue that is not process-shared has the folder open or for OS
     /// failures, `error(errc::invalid_argument)` naming the option and the folder when the other
-    /// processes opened it with different `options`, `error(errc::corrupt_data)` for a damaged header.
-    shared_topic_runtime(std::string_view topic, const std::string& topic_folder, const shared_topic_options& options);
+    /// processes opened it with different `options`, or naming the header and its owner when another
+    /// user owns it and `access` is not `group_write` (see `shared_topic_header`),
+    /// `error(errc::corrupt_data)` for a damaged header. The files and folders it and its membership
+    /// create are made for `access`.
+    shared_topic_runtime(std::string_view topic, const std::string& topic_folder, const shared_topic_options& options,
+                         file_access access = file_access::owner);
 
     shared_topic_runtime(const shared_topic_runtime&) = delete;
     shared_topic_runtime& operator=(const shared_topic_runtime&) = delete;
@@ -103,6 +107,7 @@ private:
 
     std::string folder_;
     std::size_t partitions_ = 0;
+    file_access access_ = file_access::owner;
     shared_directory_lock lock_;
     shared_topic_header header_;
     std::shared_ptr<registry> registry_ = std::make_shared<registry>();

@@ -7,7 +7,8 @@
 // partitions again, check them with the library's recovery, and write through the library's own
 // atomic file operations: `write_checkpoint` (temporary file, fsync, rename, directory fsync) for a
 // new position, `remove_group_folder` (rename to `.tmp`, fsync, delete) for a deletion. A damaged
-// partition is refused before anything is written.
+// partition is refused before anything is written. What they create gets the access the topic
+// folder's mode grants (`detail::access_granted_by`): an owner-only topic stays owner-only.
 #pragma once
 
 #include <cstddef>
