@@ -18,6 +18,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -39,19 +40,32 @@ struct queue_runner {
     buffer_queue* operator->() const { return queue.get(); }
 };
 
-/// Runs `io` in short slices until `done()` holds or `limit` passes; true when it held. Unlike
-/// `io.run()` it also ends while `io` still has work (a produce waiting for its acknowledgement, a
-/// parked consume), and it goes on when `io` has none (what another thread brings about).
+/// How long `run_until` runs at most unless told otherwise: a hang guard, so an operation that never
+/// completes fails its test instead of hanging it. No passing test waits that long.
+inline constexpr std::chrono::milliseconds run_until_limit = std::chrono::seconds(60);
+
+/// The one way a test runs an io_context until something happened: runs `io` until `done()` holds or
+/// `limit` passes; true when it held. `done()` is asked after every handler, so nothing more runs once
+/// it holds, and never again after it held; while no handler is ready it is asked every 2 ms (for what
+/// other threads bring about without posting to `io`). Unlike `io.run()` it also ends while `io` still
+/// has work (a produce waiting for its acknowledgement, a parked consume), and it goes on when `io` has
+/// none, sleeping 1 ms at a time (another thread may bring work: a process-shared topic's membership
+/// watcher, a Kafka client's threads). It leaves `io` restarted, ready to run again. A test that needs
+/// the condition writes `REQUIRE(run_until(...))`.
 template <class Done>
-bool run_until(boost::asio::io_context& io, Done done,
-               std::chrono::milliseconds limit = std::chrono::milliseconds(5000))
+bool run_until(boost::asio::io_context& io, Done&& done, std::chrono::milliseconds limit = run_until_limit)
 {
     const auto deadline = std::chrono::steady_clock::now() + limit;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-        io.run_for(std::chrono::milliseconds(2));
-        io.restart();
+    io.restart();
+    bool held = done();
+    while (!held && std::chrono::steady_clock::now() < deadline) {
+        if (io.run_one_for(std::chrono::milliseconds(2)) == 0 && io.stopped()) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        io.restart();  // run_one_for stops `io` when its last work is done, even after running a handler
+        held = done();
     }
-    return done();
+    return held;
 }
 
 /// A memory topic of ints: `name`, `partitions` and `segment_size`, every other option at its default.

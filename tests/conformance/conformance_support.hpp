@@ -4,6 +4,7 @@
 
 #include "catch.hpp"
 #include "conformance/backend_fixtures.hpp"
+#include "queue_test_support.hpp"
 
 #if defined(BUFFERQUEUE_CATCH2_MAJOR) ? BUFFERQUEUE_CATCH2_MAJOR == 3 : __has_include(<catch2/catch_test_macros.hpp>)
 #include <catch2/catch_template_test_macros.hpp>
@@ -28,7 +29,6 @@
 #include <numeric>
 #include <optional>
 #include <string>
-#include <thread>
 #include <vector>
 
 namespace conformance {
@@ -48,26 +48,7 @@ constexpr auto settle_time = std::chrono::milliseconds(50);
 /// Bounds loops that wait for progress.
 constexpr int max_rounds = 10000;
 
-/// Runs `io` until `done()` holds or the hang guard expires (also while `io` has no work: other threads
-/// may bring some); returns `done()`.
-template <class Done>
-bool run_until(asio::io_context& io, Done&& done)
-{
-    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
-    io.restart();
-    while (!done()) {
-        if (std::chrono::steady_clock::now() >= deadline) {
-            return false;
-        }
-        if (io.run_one_for(std::chrono::milliseconds(100)) == 0 && io.stopped()) {
-            // Out of work for now, but not for good: other threads bring work about too (a
-            // process-shared topic's membership watcher assigns partitions on its own thread).
-            std::this_thread::sleep_for(std::chrono::milliseconds(1));
-            io.restart();
-        }
-    }
-    return true;
-}
+using bufferqueue::test::run_until;  // queue_test_support.hpp: the one every test uses
 
 /// Runs `io` for `settle_time` (handlers that are ready run; parked operations stay parked).
 inline void settle(asio::io_context& io)
@@ -78,8 +59,9 @@ inline void settle(asio::io_context& io)
 }
 
 /// Runs `io` in `settle` steps until `done()` holds or the hang guard expires; returns `done()`. For
-/// what another thread brings about (a group protocol's assignment), which is no work of `io`: unlike
-/// `run_until` it goes on when `io` runs out of work.
+/// what another thread brings about (a group protocol's assignment): unlike `run_until`, which stops
+/// after the handler that made `done()` hold, each step runs `io` for `settle_time`, so what that
+/// brought about settles too.
 template <class Done>
 bool settle_until(asio::io_context& io, Done&& done)
 {

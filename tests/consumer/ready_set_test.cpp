@@ -9,6 +9,7 @@
 #include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 #include "test_support.hpp"
 
 #include <utility>  // before the Asio coroutine headers (GCC 12)
@@ -52,17 +53,7 @@ void add_wide_topic(bq::buffer_queue& queue, std::size_t count)
         }});
 }
 
-/// Runs `io` until `done()` holds, at most `hang_guard`.
-template <class Done>
-void run_until(asio::io_context& io, Done&& done)
-{
-    const auto deadline = std::chrono::steady_clock::now() + hang_guard;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-        io.restart();
-        io.run_for(std::chrono::milliseconds(10));
-    }
-    REQUIRE(done());
-}
+using bufferqueue::test::run_until;
 
 std::vector<int> drain(bq::pull_consumer<int>& consumer, std::vector<std::size_t>* partitions = nullptr)
 {
@@ -126,7 +117,7 @@ TEST_CASE("the smallest set with marks, ready_set::threshold partitions, reads p
     io.run_for(std::chrono::milliseconds(20));
     CHECK(received.empty());  // waiting
     REQUIRE(producer.try_produce(partition_count - 2));
-    run_until(io, [&] { return !received.empty(); });
+    REQUIRE(run_until(io, [&] { return !received.empty(); }));
     CHECK(received == std::vector<int>{partition_count - 2});
 }
 
@@ -172,7 +163,7 @@ TEST_CASE("a consume awaited over 4,096 partitions wakes for an item produced to
     CHECK(received.empty());  // waiting: every partition was found empty
     for (const int partition : {4000, 17, 4095}) {
         REQUIRE(producer.try_produce(partition));
-        run_until(io, [&] { return !received.empty() && received.back() == partition; });
+        REQUIRE(run_until(io, [&] { return !received.empty() && received.back() == partition; }));
     }
     CHECK(received == std::vector<int>{4000, 17, 4095});
 }

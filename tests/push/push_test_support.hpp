@@ -13,8 +13,6 @@
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/io_context.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 
 #include <chrono>
 #include <cstddef>
@@ -66,23 +64,21 @@ struct sink_log {
     }
 };
 
-/// Polls (a 1 ms timer on `io`) until `done()` holds, then runs `finish` and awaits `queue.stop()`;
-/// runs `io` for at most `push_hang_guard`. Returns whether the stop completed.
+/// Runs `io` until `done()` holds (run_until), then runs `finish` and awaits `queue.stop()`, then runs
+/// `io` until it is out of work; each at most `push_hang_guard`. Returns whether the stop completed.
 inline bool run_until_then_stop(boost::asio::io_context& io, bufferqueue::buffer_queue& queue,
-                                std::function<bool()> done, std::function<void()> finish = {})
+                                const std::function<bool()>& done, const std::function<void()>& finish = {})
 {
+    if (!run_until(io, done, push_hang_guard)) {
+        return false;
+    }
+    if (finish) {
+        finish();
+    }
     bool stopped = false;
     boost::asio::co_spawn(
         io,
         [&]() -> boost::asio::awaitable<void> {
-            boost::asio::steady_timer timer(io);
-            while (!done()) {
-                timer.expires_after(std::chrono::milliseconds(1));
-                co_await timer.async_wait(boost::asio::use_awaitable);
-            }
-            if (finish) {
-                finish();
-            }
             co_await queue.stop();
             stopped = true;
         },
@@ -91,6 +87,7 @@ inline bool run_until_then_stop(boost::asio::io_context& io, bufferqueue::buffer
                 std::rethrow_exception(failure);
             }
         });
+    io.restart();
     io.run_for(push_hang_guard);
     return stopped;
 }

@@ -57,8 +57,8 @@ consumed<T> consume_once(boost::asio::io_context& io, bq::pull_consumer<T>& cons
     consumer.consume([&](boost::system::error_code error, bq::batch<T> delivered) {
         result = consumed<T>{error, delivered.partition(), std::vector<T>(delivered.begin(), delivered.end()), ""};
     });
-    run_until(
-        io, [&] { return result.has_value(); }, timeout);
+    REQUIRE(run_until(
+        io, [&] { return result.has_value(); }, timeout));
     result->last_error = consumer.last_error();
     return *result;
 }
@@ -68,7 +68,7 @@ boost::system::error_code commit_and_wait(boost::asio::io_context& io, bq::pull_
 {
     std::optional<boost::system::error_code> result;
     consumer.commit([&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
+    REQUIRE(run_until(io, [&] { return result.has_value(); }));
     return *result;
 }
 
@@ -120,8 +120,8 @@ TEST_CASE("a kafka consumer reports a committed offset out of range instead of r
     commit_offset_outside(cluster.bootstrap_servers(), "readers", topic, 0, 100);
 
     auto consumer = queue.create_pull_consumer<std::string>({.topic = topic, .group = "readers"});
-    run_until(
-        io, [&] { return owned(consumer).size() == 3; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(consumer).size() == 3; }, std::chrono::seconds(20)));
 
     std::map<std::size_t, std::vector<std::string>> received;
     std::optional<std::string> out_of_range;
@@ -172,8 +172,8 @@ TEST_CASE("a kafka consumer waiting while its broker is down waits without spinn
                                                  .properties = bq::test::group_properties()});
     auto producer = queue.producer<int>("faults");
     auto consumer = queue.create_pull_consumer<int>({.topic = "faults", .group = "g"});
-    run_until(
-        io, [&] { return owned(consumer).size() == 1; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(consumer).size() == 1; }, std::chrono::seconds(20)));
     REQUIRE(produce_and_wait<int>(producer, {1}, io) == boost::system::error_code());
     consumed<int> first = consume_once(io, consumer);
     REQUIRE(first.error == boost::system::error_code());
@@ -202,8 +202,8 @@ TEST_CASE("a kafka consumer waiting while its broker is down waits without spinn
     // The broker returns: a record produced now wakes the waiting consume.
     cluster.set_broker_up(1);
     REQUIRE(produce_and_wait<int>(producer, {2, 3}, io) == boost::system::error_code());
-    run_until(
-        io, [&] { return waiting.has_value(); }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return waiting.has_value(); }, std::chrono::seconds(20)));
     REQUIRE(waiting->error == boost::system::error_code());
     std::vector<int> resumed = waiting->items;
     while (resumed.size() < 2) {  // the two records may arrive in two fetches

@@ -64,8 +64,8 @@ bq::batch<int> consume_one(boost::asio::io_context& io, bq::pull_consumer<int>& 
         partition = delivered.partition();
         result = error;
     });
-    run_until(
-        io, [&] { return result.has_value(); }, timeout);
+    REQUIRE(run_until(
+        io, [&] { return result.has_value(); }, timeout));
     REQUIRE(*result == boost::system::error_code());
     static std::vector<std::vector<int>> keep;  // the batch's items outlive this call
     keep.push_back(std::move(items));
@@ -76,7 +76,7 @@ boost::system::error_code commit_and_wait(boost::asio::io_context& io, bq::pull_
 {
     std::optional<boost::system::error_code> result;
     consumer.commit([&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
+    REQUIRE(run_until(io, [&] { return result.has_value(); }));
     return *result;
 }
 
@@ -105,8 +105,9 @@ TEST_CASE("two consumers of one kafka group split the partitions, and a new memb
         // They start with nothing: the group protocol assigns, seconds later.
         CHECK(consumers[0].partitions().empty());
         CHECK(consumers[1].partitions().empty());
-        run_until(
-            io, [&] { return owned(consumers[0]).size() + owned(consumers[1]).size() == 4; }, std::chrono::seconds(20));
+        REQUIRE(run_until(
+            io, [&] { return owned(consumers[0]).size() + owned(consumers[1]).size() == 4; },
+            std::chrono::seconds(20)));
         std::set<std::size_t> every = owned(consumers[0]);
         every.merge(owned(consumers[1]));
         CHECK(every == std::set<std::size_t>{0, 1, 2, 3});
@@ -140,8 +141,8 @@ TEST_CASE("two consumers of one kafka group split the partitions, and a new memb
     // before the records exist is woken by their arrival (no polling thread, the io_context's one
     // thread serves everything) and sees only the new records.
     auto next = queue.create_pull_consumer<int>({.topic = topic, .group = "workers"});
-    run_until(
-        io, [&] { return owned(next).size() == 4; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(next).size() == 4; }, std::chrono::seconds(20)));
     std::multiset<int> later;
     bool finished = false;
     boost::asio::co_spawn(
@@ -159,7 +160,7 @@ TEST_CASE("two consumers of one kafka group split the partitions, and a new memb
     io.run_for(std::chrono::milliseconds(200));
     CHECK(later.empty());  // waiting: nothing after the commits yet
     REQUIRE(produce_and_wait(producer, {100, 101, 102, 103}, io) == boost::system::error_code());
-    run_until(io, [&] { return finished; });
+    REQUIRE(run_until(io, [&] { return finished; }));
     CHECK(later == std::multiset<int>{100, 101, 102, 103});
 }
 
@@ -192,12 +193,12 @@ TEST_CASE("a push consumer of a kafka topic receives every record once in partit
                 delivered += batch.size();
             });
         queue.start();
-        run_until(
-            io, [&] { return delivered >= produced.size(); }, std::chrono::seconds(30));
+        REQUIRE(run_until(
+            io, [&] { return delivered >= produced.size(); }, std::chrono::seconds(30)));
         CHECK(failed_commits == 0);
         bool stopped = false;
         queue.stop([&] { stopped = true; });
-        run_until(io, [&] { return stopped; });
+        REQUIRE(run_until(io, [&] { return stopped; }));
     }
     // Round-robin: item % 2 is its partition; each partition's records arrive once, in order.
     REQUIRE(received.size() == 2);
@@ -214,8 +215,8 @@ TEST_CASE("a push consumer of a kafka topic receives every record once in partit
     queue.add_topic(options_for(topic, 2));
     auto producer = queue.producer<int>(topic);
     auto next = queue.create_pull_consumer<int>({.topic = topic, .group = "pushers"});
-    run_until(
-        io, [&] { return owned(next).size() == 2; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(next).size() == 2; }, std::chrono::seconds(20)));
     REQUIRE(produce_and_wait(producer, {100, 101}, io) == boost::system::error_code());
     // Each batch is committed before the next consume: a batch left uncommitted is delivered again
     // when its partition's turn comes (docs/consumer-model.md, "Committing"). That, not a retried
@@ -251,16 +252,16 @@ TEST_CASE("a kafka batch of a revoked partition cannot be committed and is deliv
     bq::buffer_queue second_queue(io.get_executor());
     second_queue.add_topic(options_for(topic, 2));
     auto second = second_queue.create_pull_consumer<int>({.topic = topic, .group = "movers"});
-    run_until(
-        io, [&] { return owned(second).size() == 1; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(second).size() == 1; }, std::chrono::seconds(20)));
     CHECK(commit_and_wait(io, first) == bq::errc::partition_revoked);
     UNSCOPED_INFO("the held partition moved to the new member: " << (owned(second).count(held.partition()) == 1));
 
     // The first member leaves; the new one takes every partition and receives the held record again
     // (nothing was committed), from the group's committed offset on.
     first.close();
-    run_until(
-        io, [&] { return owned(second).size() == 2; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(second).size() == 2; }, std::chrono::seconds(20)));
     std::optional<int> again;
     while (!again) {
         const bq::batch<int> delivered = consume_one(io, second, std::chrono::seconds(20));
@@ -347,8 +348,8 @@ TEST_CASE("a kafka consumer whose io_context runs on several threads wakes for e
     bq::buffer_queue producing_queue(io.get_executor());
     producing_queue.add_topic(options_for(topic, 1));
     auto producer = producing_queue.producer<int>(topic);
-    run_until(
-        io, [&] { return owned(consumer).size() == 1; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return owned(consumer).size() == 1; }, std::chrono::seconds(20)));
 
     std::mutex received_mutex;
     std::vector<int> received;  // in delivery order (one partition)

@@ -77,7 +77,7 @@ std::map<std::int32_t, std::vector<bq::detail::kafka_record>> read_records(boost
 {
     std::map<std::int32_t, std::vector<bq::detail::kafka_record>> read;
     std::size_t total = 0;
-    run_until(
+    REQUIRE(run_until(
         io,
         [&] {
             for (const std::int32_t partition : listener.owned_now()) {
@@ -91,7 +91,7 @@ std::map<std::int32_t, std::vector<bq::detail::kafka_record>> read_records(boost
             }
             return total >= count;
         },
-        std::chrono::seconds(20));
+        std::chrono::seconds(20)));
     CHECK(total == count);
     return read;
 }
@@ -120,7 +120,7 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
     auto producer = queue.producer<int>(topic);
     std::optional<boost::system::error_code> produced;
     producer.produce(bq::test::range(0, 10), [&](boost::system::error_code error) { produced = error; });
-    run_until(io, [&] { return produced.has_value(); });
+    REQUIRE(run_until(io, [&] { return produced.has_value(); }));
     REQUIRE(*produced == boost::system::error_code());
     std::map<std::int32_t, std::vector<std::string>> expected;
     for (int value = 0; value < 10; ++value) {
@@ -137,12 +137,12 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
     {
         recording_listener listener;
         auto member = bq::detail::kafka_group_member::join(settings, listener);
-        run_until(
+        REQUIRE(run_until(
             io,
             [&] {
                 return listener.owned_now() == std::set<std::int32_t>{0, 1};
             },
-            std::chrono::seconds(20));
+            std::chrono::seconds(20)));
         auto read = read_records(io, *member, listener, 10);
         for (std::int32_t partition = 0; partition < 2; ++partition) {
             std::vector<std::string> values;
@@ -160,7 +160,7 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
         std::optional<boost::system::error_code> committed[2];
         member->commit(1, read[1].back().offset + 1, [&](boost::system::error_code error) { committed[1] = error; });
         member->commit(0, read[0][2].offset + 1, [&](boost::system::error_code error) { committed[0] = error; });
-        run_until(io, [&] { return committed[0].has_value() && committed[1].has_value(); });
+        REQUIRE(run_until(io, [&] { return committed[0].has_value() && committed[1].has_value(); }));
         CHECK(*committed[0] == boost::system::error_code());
         CHECK(*committed[1] == boost::system::error_code());
         member->close();
@@ -172,12 +172,12 @@ TEST_CASE("a kafka group member reads each assigned partition, woken through its
     }
     recording_listener listener;
     auto member = bq::detail::kafka_group_member::join(settings, listener);
-    run_until(
+    REQUIRE(run_until(
         io,
         [&] {
             return listener.owned_now() == std::set<std::int32_t>{0, 1};
         },
-        std::chrono::seconds(20));
+        std::chrono::seconds(20)));
     auto read = read_records(io, *member, listener, expected[0].size() - 3);
     CHECK(read[1].empty());
     std::vector<std::string> values;

@@ -75,11 +75,11 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
             REQUIRE_FALSE(error);
             taken = batch.size();
         });
-        run_until(
-            io, [&] { return taken.has_value(); }, std::chrono::seconds(20));
+        REQUIRE(run_until(
+            io, [&] { return taken.has_value(); }, std::chrono::seconds(20)));
         std::optional<boost::system::error_code> commit_result;
         reader.commit([&](boost::system::error_code error) { commit_result = error; });
-        run_until(io, [&] { return commit_result.has_value(); });
+        REQUIRE(run_until(io, [&] { return commit_result.has_value(); }));
         REQUIRE_FALSE(*commit_result);
         committed = *taken;
         reader.close();
@@ -89,8 +89,8 @@ TEST_CASE("kafka statistics report the brokers' end offsets and a group's commit
     // The observer opens the group (nothing is read): the statistics show the other process's
     // commit, and the consumer's lag (over its partitions: wait for the group's assignment) follows.
     auto idle = observer.create_pull_consumer<int>({.topic = topic, .group = readers_group});
-    run_until(
-        io, [&] { return idle.partitions().size() == 2; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return idle.partitions().size() == 2; }, std::chrono::seconds(20)));
     const bq::topic_stats after = observer.stats<int>(topic);
     const bq::group_stats* readers = group_named(after, readers_group);
     REQUIRE(readers != nullptr);
@@ -133,7 +133,7 @@ TEST_CASE("kafka statistics never wait on the topic's io_context thread, and wit
         on_executor = queue.stats<int>("down");
         executor_wait = std::chrono::steady_clock::now() - posted;
     });
-    run_until(io, [&] { return on_executor.has_value(); });
+    REQUIRE(run_until(io, [&] { return on_executor.has_value(); }));
     CHECK(on_executor->partitions.at(0).end == 2);
     CHECK(executor_wait < std::chrono::milliseconds(1000));  // well below admin_timeout: it did not ask
 
@@ -162,12 +162,12 @@ TEST_CASE("kafka remove_group refuses a group whose members in another process h
     auto member = elsewhere.create_pull_consumer<int>({.topic = topic, .group = busy});
     std::optional<bool> read;
     member.consume([&](boost::system::error_code error, bq::batch<int> batch) { read = !error && !batch.empty(); });
-    run_until(
-        io, [&] { return read.has_value(); }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return read.has_value(); }, std::chrono::seconds(20)));
     REQUIRE(*read);
     std::optional<boost::system::error_code> commit_result;
     member.commit([&](boost::system::error_code error) { commit_result = error; });
-    run_until(io, [&] { return commit_result.has_value(); });
+    REQUIRE(run_until(io, [&] { return commit_result.has_value(); }));
     REQUIRE_FALSE(*commit_result);
     const std::vector<std::int64_t> before = bq::test::committed_offsets(cluster.bootstrap_servers(), topic, 2, busy);
 

@@ -139,7 +139,7 @@ TEST_CASE("two processes in one kafka group split the partitions, and when one i
         auto producer = queue.producer<int>(topic);
         std::optional<boost::system::error_code> result;
         producer.produce(produced, [&](boost::system::error_code error) { result = error; });
-        bq::test::run_until(io, [&] { return result.has_value(); });
+        REQUIRE(bq::test::run_until(io, [&] { return result.has_value(); }));
         REQUIRE(*result == boost::system::error_code());
     }
     const std::set<int> every(produced.begin(), produced.end());

@@ -111,13 +111,13 @@ pair_outcome produce_pair_with_a_refused_first_request(keyed_topic& topic)
     std::optional<boost::system::error_code> first;
     std::optional<boost::system::error_code> second;
     topic.producer().produce(1, [&](boost::system::error_code error) { first = error; });
-    run_until(topic.io(), [&] { return topic.pending_produce_answers() == 1; });  // its request arrived
+    REQUIRE(run_until(topic.io(), [&] { return topic.pending_produce_answers() == 1; }));  // its request arrived
     topic.producer().produce(2, [&](boost::system::error_code error) { second = error; });
-    run_until(topic.io(), [&] { return topic.pending_produce_answers() == 0; });  // and this one
+    REQUIRE(run_until(topic.io(), [&] { return topic.pending_produce_answers() == 0; }));  // and this one
     INFO("the second request must reach the broker while the first is unanswered (held back 1 s)");
     REQUIRE_FALSE(first.has_value());
-    run_until(
-        topic.io(), [&] { return first.has_value() && second.has_value(); }, 15s);
+    REQUIRE(run_until(
+        topic.io(), [&] { return first.has_value() && second.has_value(); }, 15s));
     return {*first, *second, topic.stored()};
 }
 

@@ -138,7 +138,7 @@ TEST_CASE("kafka try_produce hands records to the client without waiting for the
     CHECK(producer.try_produce(100));
     kafka_reader reader(cluster.bootstrap_servers());
     // The delivery reports are served on `io`; the brokers store the records either way.
-    run_until(io, [&] { return total_records(reader, topic, 2) == 101; });
+    REQUIRE(run_until(io, [&] { return total_records(reader, topic, 2) == 101; }));
     CHECK(failures.empty());
 }
 
@@ -169,7 +169,7 @@ TEST_CASE("a kafka produce completes with timed_out after message.timeout.ms whi
 
     // A record nobody waits for reaches the error sink, counted.
     CHECK(producer.try_produce(4));
-    run_until(io, [&] { return !failures.empty(); });
+    REQUIRE(run_until(io, [&] { return !failures.empty(); }));
     CHECK(failures.front().error == errc::timed_out);
     CHECK(failures.front().topic == "numbers");
     CHECK(failures.front().partition == 0);
@@ -229,14 +229,14 @@ TEST_CASE("closing the queue completes kafka produces still waiting for the brok
     io.run_for(std::chrono::milliseconds(50));
     CHECK_FALSE(result.has_value());
     queue.close();
-    run_until(
-        io, [&] { return result.has_value(); }, std::chrono::seconds(5));
+    REQUIRE(run_until(
+        io, [&] { return result.has_value(); }, std::chrono::seconds(5)));
     CHECK(*result == errc::closed);
     // After close nothing is handed over.
     std::optional<boost::system::error_code> later;
     producer.produce(3, [&](boost::system::error_code error) { later = error; });
-    run_until(
-        io, [&] { return later.has_value(); }, std::chrono::seconds(5));
+    REQUIRE(run_until(
+        io, [&] { return later.has_value(); }, std::chrono::seconds(5)));
     CHECK(*later == errc::closed);
     // With nothing in flight the io_context has no work left: run() returns.
     io.restart();

@@ -1,12 +1,13 @@
 // Test helpers for Kafka topics: the cluster the tests share (librdkafka's mock cluster, or the real
 // cluster BUFFERQUEUE_KAFKA_BOOTSTRAP names), a plain librdkafka reader that checks what reached the
-// brokers, and running an io_context until a condition holds.
+// brokers (run_until, which runs an io_context until a condition holds, is queue_test_support.hpp's).
 #pragma once
 
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/storage/kafka/kafka_mock_cluster.hpp"
 
 #include "catch.hpp"
+#include "queue_test_support.hpp"
 
 #include <boost/asio/io_context.hpp>
 
@@ -20,7 +21,6 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -285,18 +285,6 @@ inline std::map<std::string, std::string> group_properties()
                              {"fetch.wait.max.ms", "10"}});
 }
 
-/// Runs `io` until `done()` holds (REQUIREs it within `timeout`).
-inline void run_until(boost::asio::io_context& io, const std::function<bool()>& done,
-                      std::chrono::milliseconds timeout = std::chrono::seconds(10))
-{
-    const auto deadline = std::chrono::steady_clock::now() + timeout;
-    while (!done() && std::chrono::steady_clock::now() < deadline) {
-        io.restart();
-        io.run_for(std::chrono::milliseconds(5));
-    }
-    REQUIRE(done());
-}
-
 /// Produces `items` with a callback and runs `io` until the produce completes; returns its code.
 template <class T>
 boost::system::error_code produce_and_wait(producer<T>& producer, std::vector<T> items, boost::asio::io_context& io,
@@ -304,8 +292,8 @@ boost::system::error_code produce_and_wait(producer<T>& producer, std::vector<T>
 {
     std::optional<boost::system::error_code> result;
     producer.produce(std::move(items), [&](boost::system::error_code error) { result = error; });
-    run_until(
-        io, [&] { return result.has_value(); }, timeout);
+    REQUIRE(run_until(
+        io, [&] { return result.has_value(); }, timeout));
     return *result;
 }
 

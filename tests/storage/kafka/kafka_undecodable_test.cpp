@@ -39,7 +39,7 @@ consume_outcome consume_one(boost::asio::io_context& io, bq::pull_consumer<std::
     consumer.consume([&](boost::system::error_code error, bq::batch<std::string> delivered) {
         outcome = consume_outcome{error, {delivered.begin(), delivered.end()}};
     });
-    run_until(io, [&] { return outcome.has_value(); });
+    REQUIRE(run_until(io, [&] { return outcome.has_value(); }));
     return *outcome;
 }
 
@@ -47,7 +47,7 @@ boost::system::error_code commit_one(boost::asio::io_context& io, bq::pull_consu
 {
     std::optional<boost::system::error_code> result;
     consumer.commit([&](boost::system::error_code error) { result = error; });
-    run_until(io, [&] { return result.has_value(); });
+    REQUIRE(run_until(io, [&] { return result.has_value(); }));
     return *result;
 }
 
@@ -71,13 +71,13 @@ TEST_CASE("a kafka record that does not decode fails every consume until the con
     std::optional<boost::system::error_code> produced;
     producer.produce(std::vector<std::string>{"first", "poison", "last"},
                      [&](boost::system::error_code error) { produced = error; });
-    run_until(io, [&] { return produced.has_value(); });
+    REQUIRE(run_until(io, [&] { return produced.has_value(); }));
     REQUIRE_FALSE(*produced);
 
     auto consumer =
         queue.create_pull_consumer<std::string>({.topic = topic, .group = "g", .dead_letter_topic = "dead"});
-    run_until(
-        io, [&] { return consumer.partitions().size() == 1; }, std::chrono::seconds(20));
+    REQUIRE(run_until(
+        io, [&] { return consumer.partitions().size() == 1; }, std::chrono::seconds(20)));
     consume_outcome outcome = consume_one(io, consumer);
     REQUIRE_FALSE(outcome.error);
     CHECK(outcome.items == std::vector<std::string>{"first"});
