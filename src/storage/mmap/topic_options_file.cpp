@@ -88,6 +88,26 @@ stored_topic_options options_of_files(const std::string& topic_folder, const sto
     return found;
 }
 
+// `name` without the differences of spelling between compilers (`detail::type_name`): spaces, GCC's
+// `std::__cxx11::` for clang's `std::`, and the names of anonymous namespaces.
+std::string comparable_type_name(std::string_view name)
+{
+    std::string text;
+    for (const char each : name) {
+        if (each != ' ') {
+            text.push_back(each);
+        }
+    }
+    const auto replace_all = [&](std::string_view from, std::string_view to) {
+        for (std::size_t at = text.find(from); at != std::string::npos; at = text.find(from, at + to.size())) {
+            text.replace(at, from.size(), to);
+        }
+    };
+    replace_all("std::__cxx11::", "std::");
+    replace_all("(anonymousnamespace)::", "{anonymous}::");
+    return text;
+}
+
 }  // namespace
 
 error option_mismatch(std::string_view topic, const std::string& topic_folder, options_origin origin,
@@ -129,7 +149,7 @@ void require_same_options(std::string_view topic, const std::string& topic_folde
         throw option_mismatch(topic, topic_folder, origin, "segment_size", std::to_string(given.segment_size),
                               std::to_string(found.segment_size));
     }
-    if (given.serializer_name != found.serializer_name) {
+    if (comparable_type_name(given.serializer_name) != comparable_type_name(found.serializer_name)) {
         throw option_mismatch(topic, topic_folder, origin, "serializer", given.serializer_name, found.serializer_name);
     }
 }

@@ -3,6 +3,9 @@
 #include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/storage/mmap/detail/crc32c.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_format.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
@@ -11,7 +14,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <filesystem>
+#include <initializer_list>
+#include <span>
 #include <string>
+#include <variant>
 #include <vector>
 
 // In a namespace of its own: the test files are compiled several at a time (tests/CMakeLists.txt).
@@ -219,6 +225,81 @@ TEST_CASE("mmap topic options: a process-shared folder nobody holds refuses anot
     auto exclusive = shared;
     exclusive.process_shared = false;
     require_refused(exclusive, {"'segment_size'", "2097152", "1048576"});
+}
+
+TEST_CASE("mmap topic options: serializer names are compared without the spellings in which GCC and clang differ",
+          "[mmap]")
+{
+    namespace detail = bq::detail;
+    const auto options = [](std::string name) {
+        return detail::stored_topic_options{.partitions = 1, .segment_size = 64, .serializer_name = std::move(name)};
+    };
+    const auto compare = [&](const std::string& given, const std::string& found) {
+        detail::require_same_options("events", "/data/events", detail::options_origin::options_file, options(given),
+                                     options(found));
+    };
+    CHECK_NOTHROW(compare("bufferqueue::json_serializer<std::__cxx11::basic_string<char> >",
+                          "bufferqueue::json_serializer<std::basic_string<char>>"));
+    CHECK_NOTHROW(compare("raw_serializer<{anonymous}::point>", "raw_serializer<(anonymous namespace)::point>"));
+    const auto different =
+        error_from([&] { compare("bufferqueue::msgpack_serializer<order>", "bufferqueue::json_serializer<order>"); });
+    REQUIRE(different);
+    CHECK(different->code() == errc::invalid_argument);
+    CHECK(missing_from(different->what(),
+                       {"'serializer'", "msgpack_serializer<order>", "json_serializer<order>", "/data/events"})
+              .empty());
+}
+
+TEST_CASE("mmap topic options: the file holds the documented bytes and every change to them is caught", "[mmap]")
+{
+    namespace detail = bq::detail;
+    const detail::stored_topic_options options{.partitions = 3, .segment_size = 4096, .serializer_name = "ab"};
+    const std::vector<std::byte> bytes = detail::encode_topic_options(options);
+    std::vector<std::byte> expected;
+    const std::initializer_list<unsigned> fields = {'B', 'Q', 'T', 'O', 'P', 'I', 'C', 0,  // magic
+                                                    1,   0,   0,   0,                      // version
+                                                    2,   0,   0,   0,                      // name length
+                                                    3,   0,   0,   0,   0,   0,   0,   0,  // partitions
+                                                    0,   16,  0,   0,   0,   0,   0,   0,  // segment size, 4096
+                                                    'a', 'b'};                             // serializer name
+    for (const unsigned value : fields) {
+        expected.push_back(static_cast<std::byte>(value));
+    }
+    const std::uint32_t crc = detail::crc32c(expected);
+    for (int shift = 0; shift < 32; shift += 8) {
+        expected.push_back(static_cast<std::byte>(crc >> shift));
+    }
+    CHECK(bytes == expected);
+    const auto decoded = detail::decode_topic_options(bytes);
+    REQUIRE(std::holds_alternative<detail::stored_topic_options>(decoded));
+    CHECK(std::get<detail::stored_topic_options>(decoded) == options);
+
+    for (std::size_t byte = 0; byte < bytes.size(); ++byte) {
+        for (int bit = 0; bit < 8; ++bit) {
+            std::vector<std::byte> damaged = bytes;
+            damaged[byte] ^= static_cast<std::byte>(1U << bit);
+            INFO("byte " << byte << " bit " << bit);
+            CHECK(std::holds_alternative<std::string>(detail::decode_topic_options(damaged)));
+        }
+    }
+    for (std::size_t size = 0; size < bytes.size(); ++size) {
+        INFO("cut to " << size << " bytes");
+        CHECK(std::holds_alternative<std::string>(
+            detail::decode_topic_options(std::span<const std::byte>(bytes).first(size))));
+    }
+    // Valid bytes holding values no topic can have.
+    for (const detail::stored_topic_options& impossible :
+         {detail::stored_topic_options{.partitions = 0, .segment_size = 4096},
+          detail::stored_topic_options{.partitions = 1, .segment_size = 100}}) {
+        CHECK(std::holds_alternative<std::string>(
+            detail::decode_topic_options(detail::encode_topic_options(impossible))));
+    }
+    // A serializer name longer than the file keeps is cut, and compared cut.
+    const std::string long_name(detail::topic_options_layout::max_serializer_name + 10, 'x');
+    const auto cut = detail::decode_topic_options(
+        detail::encode_topic_options({.partitions = 1, .segment_size = 64, .serializer_name = long_name}));
+    REQUIRE(std::holds_alternative<detail::stored_topic_options>(cut));
+    CHECK(std::get<detail::stored_topic_options>(cut).serializer_name == detail::stored_serializer_name(long_name));
 }
 
 }  // namespace mmap_topic_options_test

@@ -26,8 +26,11 @@ enum class options_origin {
 error option_mismatch(std::string_view topic, const std::string& topic_folder, options_origin origin,
                       std::string_view option, const std::string& here, const std::string& there);
 
-/// Throws `option_mismatch` for the first of partitions, segment_size and serializer (compared as
-/// given: the caller cuts the names to what its origin keeps) in which `given` differs from `found`.
+/// Throws `option_mismatch` for the first of partitions, segment_size and serializer in which `given`
+/// differs from `found`. Serializer names are compared as given (the caller cuts them to what its
+/// origin keeps) but without the spellings in which GCC and clang differ (`detail::type_name`):
+/// spaces, `std::__cxx11::` for `std::`, and anonymous namespaces, so a program built by the other
+/// compiler opens the folder.
 /// Partitions differ when they are not equal, except that with `origin != open_elsewhere` more
 /// partitions than `found` are allowed (a folder may grow: the new partitions start empty).
 void require_same_options(std::string_view topic, const std::string& topic_folder, options_origin origin,
