@@ -15,6 +15,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -162,6 +163,39 @@ inline std::vector<std::uint64_t> segment_indices(const std::filesystem::path& p
     }
     std::sort(indices.begin(), indices.end());
     return indices;
+}
+
+/// Every file (with its bytes) and folder under `root`, by relative path (a folder's bytes: "/").
+inline std::map<std::string, std::vector<unsigned char>> snapshot(const std::filesystem::path& root)
+{
+    std::map<std::string, std::vector<unsigned char>> entries;
+    for (const auto& entry : std::filesystem::recursive_directory_iterator(root)) {
+        const std::string name = std::filesystem::relative(entry.path(), root).string();
+        entries[name] = entry.is_regular_file() ? file_bytes(entry.path()) : std::vector<unsigned char>{'/'};
+    }
+    return entries;
+}
+
+/// The relative paths that differ between two snapshots, each with "(removed)", "(changed)" or
+/// "(created)".
+inline std::vector<std::string> differences(const std::map<std::string, std::vector<unsigned char>>& before,
+                                            const std::map<std::string, std::vector<unsigned char>>& after)
+{
+    std::vector<std::string> changed;
+    for (const auto& [name, bytes] : before) {
+        const auto found = after.find(name);
+        if (found == after.end()) {
+            changed.push_back(name + " (removed)");
+        } else if (found->second != bytes) {
+            changed.push_back(name + " (changed)");
+        }
+    }
+    for (const auto& [name, bytes] : after) {
+        if (!before.contains(name)) {
+            changed.push_back(name + " (created)");
+        }
+    }
+    return changed;
 }
 
 }  // namespace bufferqueue::test

@@ -63,6 +63,20 @@ def main() -> None:
     write("recovery", "two-segments", bytes([0, 0, 0, 0, 0]) + body_first + record(b"next segment"))
     write("recovery", "raw-headers", bytes([4, 0, 0, 0, 0]) + header(0, 256) + body0)
 
+    # topic_options_reader: topic.options files (magic, version, name length, partitions, segment
+    # size, serializer name, CRC-32C).
+    def topic_options(partitions: int, segment_size: int, name: bytes) -> bytes:
+        body = b"BQTOPIC\0" + struct.pack("<IIQQ", 1, len(name), partitions, segment_size) + name
+        return body + struct.pack("<I", crc32c(body))
+    name = b"bufferqueue::json_serializer<std::string>"
+    valid = topic_options(4, 1 << 20, name)
+    write("topic_options_reader", "valid", valid)
+    write("topic_options_reader", "empty_name", topic_options(1, 64, b""))
+    write("topic_options_reader", "bad_crc", valid[:-1] + bytes([valid[-1] ^ 1]))
+    write("topic_options_reader", "no_partitions", topic_options(0, 4096, name))
+    write("topic_options_reader", "bad_segment_size", topic_options(2, 100, name))
+    write("topic_options_reader", "short", valid[:20])
+
     # checkpoint_reader: checkpoint files and group folder names.
     write("checkpoint_reader", "offset", struct.pack("<Q", 40))  # format version 1
     checkpoint = struct.pack("<QI", 40, 2)

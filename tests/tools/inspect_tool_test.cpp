@@ -111,6 +111,7 @@ TEST_CASE("inspect tool: describe lists every partition and group, in text and a
     CHECK_THAT(text.out, Catch::Contains("TOPIC") && Catch::Contains("LOG-END-OFFSET") && Catch::Contains("STATUS"));
     CHECK_THAT(text.out, Catch::Contains("GROUP") && Catch::Contains("CURRENT-OFFSET") && Catch::Contains("LAG"));
     CHECK_THAT(text.out, Catch::Matches("(.|\n)*billing +orders +0 +4 +7 +3\n(.|\n)*"));
+    CHECK_THAT(text.out, Catch::Matches("(.|\n)*orders +1 +256 +[^\n]*json_serializer[^\n]*\n(.|\n)*"));
 
     const tool_result described = run_tool({"describe", directory.string(), "--json"});
     REQUIRE(described.status == 0);
@@ -122,6 +123,9 @@ TEST_CASE("inspect tool: describe lists every partition and group, in text and a
     CHECK(clicks["partitions"][0]["records"].get<int>() + clicks["partitions"][1]["records"].get<int>() == 3);
     CHECK(clicks["groups"].empty());
     const json& orders = parsed["topics"][1];
+    CHECK(orders["options"]["partitions"] == 1);
+    CHECK(orders["options"]["segment_size"] == 256);
+    CHECK_THAT(orders["options"]["serializer"].get<std::string>(), Catch::Contains("json_serializer"));
     CHECK(orders["partitions"][0]["segments"] == 2);
     CHECK(orders["partitions"][0]["records"] == 7);
     CHECK(orders["partitions"][0]["earliest_offset"] == 0);

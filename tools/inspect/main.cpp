@@ -66,8 +66,24 @@ int describe(const arguments& parsed)
         {"TOPIC", "PARTITION", "SEGMENTS", "BYTES", "RECORDS", "EARLIEST-OFFSET", "LOG-END-OFFSET", "STATUS"}};
     std::vector<std::vector<std::string>> group_rows{
         {"GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG"}};
+    std::vector<std::vector<std::string>> option_rows{{"TOPIC", "PARTITIONS", "SEGMENT-SIZE", "SERIALIZER"}};
     std::vector<std::string> problems;
     for (const std::string& topic : inspect::list_topics(folder)) {
+        json stored_options = nullptr;
+        try {
+            if (const auto stored = inspect::read_topic_options(folder, topic)) {
+                stored_options = {{"partitions", stored->partitions},
+                                  {"segment_size", stored->segment_size},
+                                  {"serializer", stored->serializer_name}};
+                option_rows.push_back({topic, std::to_string(stored->partitions), std::to_string(stored->segment_size),
+                                       stored->serializer_name});
+            } else {
+                option_rows.push_back({topic, "-", "-", "(no topic.options yet: the next open writes it)"});
+            }
+        } catch (const bufferqueue::error& failure) {
+            option_rows.push_back({topic, "-", "-", "(damaged topic.options)"});
+            problems.push_back(failure.what());
+        }
         json partitions = json::array();
         std::map<std::string, json> groups;
         for (const std::size_t partition : inspect::list_partitions(folder, topic)) {
@@ -111,7 +127,8 @@ int describe(const arguments& parsed)
         for (auto& [name, group] : groups) {
             group_list.push_back(std::move(group));
         }
-        topics.push_back({{"topic", topic}, {"partitions", partitions}, {"groups", group_list}});
+        topics.push_back(
+            {{"topic", topic}, {"options", stored_options}, {"partitions", partitions}, {"groups", group_list}});
     }
     const std::vector<inspect::unexpected_entry> unexpected = inspect::list_unexpected_entries(folder);
     if (parsed.options.contains("--json")) {
@@ -125,6 +142,8 @@ int describe(const arguments& parsed)
         return 0;
     }
     print_table(partition_rows);
+    std::cout << '\n';
+    print_table(option_rows);
     std::cout << '\n';
     if (group_rows.size() == 1) {
         std::cout << "(no consumer groups)\n";

@@ -137,4 +137,15 @@ std::optional<log_position> read_item_position(const std::string& path)
     return std::get<log_position>(decoded);
 }
 
+void write_file_atomically(const std::string& path, std::span<const std::byte> bytes, file_access access)
+{
+    write_atomically(path, bytes, access);
+}
+
+std::optional<std::vector<std::byte>> read_small_file(const std::string& path, std::string_view what)
+{
+    return read_small_file<max_small_file_size>(
+        path, what, detail::format_message("the largest such file is {} bytes", max_small_file_size));
+}
+
 }  // namespace bufferqueue::detail

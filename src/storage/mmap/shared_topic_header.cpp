@@ -2,6 +2,7 @@
 
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file_handle.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
@@ -134,30 +135,19 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
                     detail::format_message("{} is not a version {} shared header of a process-shared topic", path,
                                            layout::version));
     }
-    const auto mismatch = [&](std::string_view option, const std::string& here, const std::string& there) {
-        return error(
-            errc::invalid_argument,
-            detail::format_message("mmap topic '{}': option '{}' is {} here, but {} is open process-shared with {}; "
-                                   "the options that define the stored data (partitions, segment_size, "
-                                   "max_retained_consumed_segments, serializer) must agree in every process",
-                                   topic, option, here, topic_folder, there));
-    };
-    if (const auto stored = load<std::uint64_t>(bytes, partitions_offset); stored != options.partitions) {
-        throw mismatch("partitions", std::to_string(options.partitions), std::to_string(stored));
-    }
-    if (const auto stored = load<std::uint64_t>(bytes, segment_size_offset); stored != options.segment_size) {
-        throw mismatch("segment_size", std::to_string(options.segment_size), std::to_string(stored));
-    }
-    if (const auto stored = load<std::uint64_t>(bytes, retention_offset);
-        stored != stored_retention(options.max_retained_consumed_segments)) {
-        throw mismatch("max_retained_consumed_segments",
-                       retention_text(stored_retention(options.max_retained_consumed_segments)),
-                       retention_text(stored));
-    }
     const std::string_view stored_serializer(reinterpret_cast<const char*>(bytes + name_offset),  // NOLINT
                                              load<std::uint32_t>(bytes, name_length_offset));
-    if (stored_serializer != name) {
-        throw mismatch("serializer", std::string(name), std::string(stored_serializer));
+    require_same_options(
+        topic, topic_folder, options_origin::open_elsewhere,
+        {.partitions = options.partitions, .segment_size = options.segment_size, .serializer_name = std::string(name)},
+        {.partitions = load<std::uint64_t>(bytes, partitions_offset),
+         .segment_size = load<std::uint64_t>(bytes, segment_size_offset),
+         .serializer_name = std::string(stored_serializer)});
+    if (const auto stored = load<std::uint64_t>(bytes, retention_offset);
+        stored != stored_retention(options.max_retained_consumed_segments)) {
+        throw option_mismatch(topic, topic_folder, options_origin::open_elsewhere, "max_retained_consumed_segments",
+                              retention_text(stored_retention(options.max_retained_consumed_segments)),
+                              retention_text(stored));
     }
     if (actual_size < size) {
         throw error(errc::corrupt_data,

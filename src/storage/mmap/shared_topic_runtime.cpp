@@ -1,6 +1,7 @@
 #include "bufferqueue/storage/mmap/detail/shared_topic_runtime.hpp"
 
 #include "bufferqueue/storage/mmap/detail/process_membership.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 
 #include <utility>
 
@@ -9,6 +10,10 @@ namespace bufferqueue::detail {
 shared_topic_runtime::shared_topic_runtime(std::string_view topic, const std::string& topic_folder,
                                            const shared_topic_options& options, file_access access)
     : folder_(topic_folder), partitions_(options.partitions), access_(access), lock_(topic_folder, access),
+      options_to_store_(check_topic_options(topic, topic_folder,
+                                            {.partitions = options.partitions,
+                                             .segment_size = options.segment_size,
+                                             .serializer_name = options.serializer_name})),
       header_(topic, topic_folder, options, lock_.first(), access)
 {
 }

@@ -270,4 +270,56 @@ TEST_CASE("inspect: a partition folder with a non-canonical name is a problem na
     CHECK_THAT(report.problems[0].text, Catch::Contains("partition-00001") && Catch::Contains("not checked"));
 }
 
+TEST_CASE("inspect: topic.options is read and verified: damaged, missing, or disagreeing with the partitions",
+          "[inspect][mmap]")
+{
+    temporary_directory directory;
+    inspect_fixture(directory.path()).close();
+    const std::filesystem::path options = directory.path() / "orders" / "topic.options";
+    CHECK(inspect::list_unexpected_entries(directory.string()).empty());
+    const auto stored = inspect::read_topic_options(directory.string(), "orders");
+    REQUIRE(stored);
+    CHECK(stored->partitions == 1);
+    CHECK(stored->segment_size == bq::test::inspect_segment_size);
+    CHECK_THAT(stored->serializer_name, Catch::Contains("json_serializer"));
+
+    SECTION("damaged: a problem naming the file")
+    {
+        bq::test::flip_byte(options, 20);
+        const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+        REQUIRE(report.problems.size() == 1);
+        CHECK(report.problems[0].file == options.string());
+        CHECK_THAT(report.problems[0].text, Catch::Contains("checksum"));
+        CHECK_THROWS_WITH(inspect::read_topic_options(directory.string(), "orders"), Catch::Contains(options.string()));
+    }
+    SECTION("missing: a note, as the next open writes it")
+    {
+        std::filesystem::remove(options);
+        const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+        CHECK(report.intact());
+        REQUIRE(report.notes.size() == 1);
+        CHECK(report.notes[0].file == options.string());
+        CHECK_FALSE(inspect::read_topic_options(directory.string(), "orders"));
+    }
+    SECTION("a partition folder beyond the stored partitions: a problem naming it")
+    {
+        const std::filesystem::path extra = directory.path() / "orders" / "partition-00001";
+        std::filesystem::copy(inspect_partition(directory.path(), "orders"), extra,
+                              std::filesystem::copy_options::recursive);
+        const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+        REQUIRE(report.problems.size() == 1);
+        CHECK(report.problems[0].file == extra.string());
+        CHECK_THAT(report.problems[0].text, Catch::Contains("beyond the 1 partitions"));
+    }
+    SECTION("a leftover of an interrupted write: not unexpected, a note")
+    {
+        bq::test::write_file(options.string() + ".tmp", {1, 2, 3});
+        CHECK(inspect::list_unexpected_entries(directory.string()).empty());
+        const inspect::verify_report report = inspect::verify_data_folder(directory.string());
+        CHECK(report.intact());
+        REQUIRE(report.notes.size() == 1);
+        CHECK(report.notes[0].file == options.string() + ".tmp");
+    }
+}
+
 }  // namespace inspect_test

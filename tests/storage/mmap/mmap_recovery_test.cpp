@@ -33,9 +33,11 @@ namespace mmap_recovery_test {
 
 namespace {
 
+using bufferqueue::test::differences;
 using bufferqueue::test::file_bytes;
 using bufferqueue::test::segment_indices;
 using bufferqueue::test::segment_path;
+using bufferqueue::test::snapshot;
 using bufferqueue::test::string_bytes_serializer;
 using bufferqueue::test::temporary_directory;
 using bufferqueue::test::write_file;
@@ -175,38 +177,6 @@ std::vector<std::string> numbered(std::size_t first, std::size_t count)
         items.push_back(text);
     }
     return items;
-}
-
-// Every file (with its bytes) and folder under `root`, by relative path.
-std::map<std::string, std::vector<unsigned char>> snapshot(const fs::path& root)
-{
-    std::map<std::string, std::vector<unsigned char>> entries;
-    for (const auto& entry : fs::recursive_directory_iterator(root)) {
-        const std::string name = fs::relative(entry.path(), root).string();
-        entries[name] = entry.is_regular_file() ? file_bytes(entry.path()) : std::vector<unsigned char>{'/'};
-    }
-    return entries;
-}
-
-// The relative paths that differ between two snapshots.
-std::vector<std::string> differences(const std::map<std::string, std::vector<unsigned char>>& before,
-                                     const std::map<std::string, std::vector<unsigned char>>& after)
-{
-    std::vector<std::string> changed;
-    for (const auto& [name, bytes] : before) {
-        const auto found = after.find(name);
-        if (found == after.end()) {
-            changed.push_back(name + " (removed)");
-        } else if (found->second != bytes) {
-            changed.push_back(name + " (changed)");
-        }
-    }
-    for (const auto& [name, bytes] : after) {
-        if (!before.contains(name)) {
-            changed.push_back(name + " (created)");
-        }
-    }
-    return changed;
 }
 
 // Opening fails with corrupt_data naming every string in `mentions`, and changes no file.
@@ -726,14 +696,17 @@ TEST_CASE("mmap recovery: a group folder that is not a group's encoding is corru
     require_corrupt(log.options, {(log.folder / "offsets" / "bad%zz").string()});
 }
 
-TEST_CASE("mmap recovery: fewer configured partitions than partition folders is corrupt_data", "[mmap][recovery]")
+TEST_CASE("mmap recovery: a partition folder beyond the stored partition count is corrupt_data", "[mmap][recovery]")
 {
+    // (Fewer partitions than stored are refused as invalid_argument: mmap_topic_options_test.cpp.)
     temporary_directory directory;
     {
         open_topic topic(string_topic(directory.path(), 1024, 3));
         topic.produce(numbered(0, 6));
     }
-    require_corrupt(string_topic(directory.path(), 1024, 2), {partition_path(directory.path(), 2).string()});
+    fs::create_directory(directory.path() / "events" / "partition-00007");
+    require_corrupt(string_topic(directory.path(), 1024, 3), {partition_path(directory.path(), 7).string()});
+    fs::remove(directory.path() / "events" / "partition-00007");
     open_topic topic(string_topic(directory.path(), 1024, 4));  // more partitions are fine
     CHECK(topic.drain("g").size() == 6);
 }

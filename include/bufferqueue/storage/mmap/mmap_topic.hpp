@@ -11,6 +11,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 #include "bufferqueue/storage/mmap/file_access.hpp"
 #include "bufferqueue/storage/storage.hpp"
 #include "bufferqueue/topic/option_checks.hpp"
@@ -30,8 +31,10 @@ namespace bufferqueue {
 
 /// Registration options of a persistent topic of `T` (see `buffer_queue::add_topic`): data and
 /// committed offsets survive restarts. Every field has a default; `name` and `data_directory` must
-/// be set. Keep `partitions`, `partition_key` and `serializer` compatible with the records already
-/// stored (reducing `partitions` is refused at open).
+/// be set. `partitions`, `segment_size` and the serializer's type define the stored data: the topic
+/// folder keeps them (`topic.options`, docs/mmap-storage.md) and every later open must give the same
+/// ones (`partitions` may grow), else `invalid_argument` naming the option, both values and the
+/// folder. Keep `partition_key` and the serializer's schema compatible with the records stored.
 template <class T>
 struct mmap_topic_options {
     /// Topic name; also the folder name under `data_directory`, so it must be one valid folder name
@@ -46,7 +49,7 @@ struct mmap_topic_options {
     /// segment-end marker (payload <= segment_size - 56).
     std::uint64_t segment_size = 256ULL * 1024 * 1024;
     /// Segments every known group has committed past that are kept before deletion; empty (the
-    /// default) never deletes.
+    /// default) never deletes. Not stored with the data: it may change between opens.
     std::optional<std::size_t> max_retained_consumed_segments{};
     /// When appended records are forced to disk.
     flush_strategy flush = flush_strategy::immediate;
@@ -54,7 +57,8 @@ struct mmap_topic_options {
     /// the fewest records between two `producer.offset` recovery hints written by produce calls (see
     /// docs/mmap-storage.md).
     std::size_t flush_batch_size = 100;
-    /// Encodes items into record payloads; part of the persisted format.
+    /// Encodes items into record payloads; part of the persisted format (its type name is stored in
+    /// `topic.options` and compared at every open).
     any_serializer<T> serializer = json_serializer<T>{};
     /// Optional key routing; round-robin when empty. Equal keys reach the same partition after a
     /// restart too (routing never depends on the process).
@@ -89,13 +93,16 @@ inline void validate_topic_folder_name(const std::string& name)
                    "NUL, at most 255 bytes");
 }
 
-/// Validates `options`, locks the topic folder, recovers or creates every partition and builds the
-/// topic. Every partition is recovered read-only before any is repaired, so a `corrupt_data` failure
-/// changes no file of any partition. With `process_shared`, the folder is held shared: the first
-/// queue to open it recovers and repairs as above; later ones (while it stays open somewhere) read
-/// the log's state from the shared header and repair nothing. Throws `bufferqueue::error`: `invalid_argument` naming
-/// the option at fault, `corrupt_data` naming the file and offset, `io_error` (also when another queue holds the folder
-/// open), `topic_exists` and `closed` (checked before the folder is locked).
+/// Validates `options`, locks the topic folder, checks the options that define the stored data
+/// against the folder's (`check_topic_options`), recovers or creates every partition, stores those
+/// options in `topic.options` when the folder lacks them or gained partitions, and builds the topic.
+/// Every partition is recovered read-only before anything is written or repaired, so an
+/// `invalid_argument` or `corrupt_data` failure changes no file of any partition. With `process_shared`, the folder is
+/// held shared: the first queue to open it recovers and repairs as above; later ones (while it stays open somewhere)
+/// read the log's state from the shared header and repair nothing. Throws `bufferqueue::error`: `invalid_argument`
+/// naming the option at fault (for a mismatch with the folder: both values and the folder too), `corrupt_data` naming
+/// the file and offset, `io_error` (also when another queue holds the folder open), `topic_exists` and `closed`
+/// (checked before the folder is locked).
 template <class T>
 registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& context)
 {
@@ -116,6 +123,7 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
     make_directories(topic_folder, options.access);
     std::shared_ptr<directory_lock> lock;
     std::shared_ptr<shared_topic_runtime> shared;
+    std::optional<stored_topic_options> options_to_store;  // into topic.options, once the folder checked out
     if (options.process_shared) {
         shared = std::make_shared<shared_topic_runtime>(
             options.name, topic_folder,
@@ -124,8 +132,13 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
                                  .max_retained_consumed_segments = options.max_retained_consumed_segments,
                                  .serializer_name = std::string(options.serializer.type_name())},
             options.access);
+        options_to_store = shared->options_to_store();
     } else {
         lock = std::make_shared<directory_lock>(topic_folder, options.access);
+        options_to_store = check_topic_options(options.name, topic_folder,
+                                               {.partitions = options.partitions,
+                                                .segment_size = options.segment_size,
+                                                .serializer_name = std::string(options.serializer.type_name())});
     }
     // A process-shared folder that other processes have open is theirs to repair: this one only reads.
     const recovery_repairs repairs = !shared || shared->first() ? recovery_repairs::all : recovery_repairs::none;
@@ -139,9 +152,8 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
         if (!number.empty() && number.find_first_not_of("0123456789") == std::string::npos &&
             (number.size() > 9 || std::stoull(number) >= options.partitions)) {
             throw error(errc::corrupt_data,
-                        detail::format_message("mmap topic '{}': {}/{} exists, but the topic is configured with {} "
-                                               "partitions; records there would never be read (reducing the "
-                                               "partition count is not supported)",
+                        detail::format_message("mmap topic '{}': {}/{} exists, but the topic has {} partitions (its "
+                                               "topic.options and its options); records there would never be read",
                                                options.name, topic_folder, entry.name, options.partitions));
         }
     }
@@ -170,6 +182,12 @@ registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& c
             quiet.emplace(*shared, partition, files);
         }
         recovered.push_back(recover_mmap_partition(files));
+    }
+    if (repairs == recovery_repairs::all) {
+        remove_topic_options_leftover(topic_folder);
+        if (options_to_store) {
+            write_topic_options(topic_folder, *options_to_store, options.access);
+        }
     }
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
         apply_mmap_recovery(partition_type::partition_files(configurations[partition]), recovered[partition],

@@ -5,6 +5,7 @@
 #include "bufferqueue/storage/mmap/detail/group_leases.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_format.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
@@ -60,13 +61,16 @@ bool leads_to_folder(const std::string& folder, const detail::directory_entry& e
 }
 
 // True when `entry` of a topic folder is one of the files a queue keeps beside the partitions: the
-// directory lock and, for process-shared topics, the opening lock, the shared header and the
+// directory lock, the topic options (and the leftover of an interrupted write of them; verify notes
+// it) and, for process-shared topics, the opening lock, the shared header and the
 // folder of the groups' lease files. None of them holds data.
 bool is_topic_bookkeeping(const detail::directory_entry& entry)
 {
     if (entry.kind == detail::entry_kind::file) {
+        const std::string options(detail::topic_options_layout::file_name);
         return entry.name == detail::lock_file_name || entry.name == detail::open_lock_file_name ||
-               entry.name == detail::shared_header_layout::file_name;
+               entry.name == detail::shared_header_layout::file_name || entry.name == options ||
+               entry.name == options + std::string(detail::temporary_suffix);
     }
     return entry.kind == detail::entry_kind::directory && entry.name == detail::group_leases_folder_name;
 }

@@ -5,6 +5,7 @@
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
@@ -81,6 +82,12 @@ struct partition_reader::segments {
     std::vector<std::unique_ptr<detail::mmap_segment_file>> opened;  // otherwise: what could be opened
     std::vector<const detail::mmap_segment_file*> list;              // either way, oldest first
 };
+
+std::optional<detail::stored_topic_options> read_topic_options(const std::string& data_directory,
+                                                               const std::string& topic)
+{
+    return detail::read_topic_options(topic_folder(data_directory, topic));
+}
 
 partition_reader::partition_reader(partition_reader&&) noexcept = default;
 partition_reader& partition_reader::operator=(partition_reader&&) noexcept = default;

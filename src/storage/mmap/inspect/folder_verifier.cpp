@@ -4,6 +4,7 @@
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
 #include "bufferqueue/detail/message.hpp"
@@ -182,6 +183,42 @@ private:
     const detail::mmap_partition_files& files_;
 };
 
+// Checks `topic`'s topic.options and that its partitions agree with it: the options, when it holds
+// valid ones.
+std::optional<detail::stored_topic_options>
+check_topic_options(verify_report& report, const std::string& data_directory, const std::string& topic)
+{
+    const std::string folder = topic_folder(data_directory, topic);
+    const std::string path = folder + "/" + std::string(detail::topic_options_layout::file_name);
+    if (detail::path_exists(path + std::string(detail::temporary_suffix))) {
+        report.notes.push_back({path + std::string(detail::temporary_suffix), std::nullopt,
+                                "is the leftover of an interrupted atomic write; the next open removes it"});
+    }
+    std::optional<detail::stored_topic_options> stored;
+    try {
+        stored = read_topic_options(data_directory, topic);
+    } catch (const error& failure) {
+        report.problems.push_back({path, 0, failure.what()});
+        return std::nullopt;
+    }
+    if (!stored) {
+        report.notes.push_back(
+            {path, std::nullopt,
+             "does not exist (the folder was last opened by an earlier release); the next open reads partitions "
+             "and segment_size from the files and writes it"});
+        return std::nullopt;
+    }
+    for (const std::size_t partition : list_partitions(data_directory, topic)) {
+        if (partition >= stored->partitions) {
+            report.problems.push_back({partition_folder(data_directory, topic, partition), std::nullopt,
+                                       detail::format_message("lies beyond the {} partitions of {}; an open with "
+                                                              "that many partitions fails",
+                                                              stored->partitions, path)});
+        }
+    }
+    return stored;
+}
+
 }  // namespace
 
 verify_report verify_data_folder(const std::string& data_directory)
@@ -192,10 +229,19 @@ verify_report verify_data_folder(const std::string& data_directory)
     }
     for (const std::string& topic : list_topics(data_directory)) {
         ++report.topics;
+        const std::optional<detail::stored_topic_options> stored = check_topic_options(report, data_directory, topic);
         for (const std::size_t partition : list_partitions(data_directory, topic)) {
             ++report.partitions;
             try {
                 const partition_reader reader(data_directory, topic, partition);
+                const std::uint64_t segment_size = reader.summary().segment_size;
+                if (stored && segment_size != 0 && segment_size != stored->segment_size) {
+                    report.problems.push_back(
+                        {reader.files().folder, std::nullopt,
+                         detail::format_message("its segments are {} bytes, but topic.options holds a segment_size "
+                                                "of {}",
+                                                segment_size, stored->segment_size)});
+                }
                 partition_verifier(report, reader).run();
             } catch (const error& failure) {
                 report.problems.push_back(

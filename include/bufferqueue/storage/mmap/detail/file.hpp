@@ -13,7 +13,7 @@
 //
 // Its parts: file_hooks.hpp (the fault-injection seam), file_handle.hpp (descriptors and single
 // files), file_directory.hpp (directories and the directory lock), file_mapping.hpp (mappings) and
-// file_checkpoint.hpp (checkpoint files). Their implementations are in src/storage/mmap/file_*.cpp;
+// file_checkpoint.hpp (small files written atomically: checkpoints, topic.options). Code: src/storage/mmap/file_*.cpp;
 // src/storage/mmap/file_system_call.hpp is the one place that runs a system call through the hooks.
 #pragma once
 

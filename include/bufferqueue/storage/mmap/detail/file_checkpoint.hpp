@@ -1,13 +1,18 @@
 // Internal: checkpoint files in the file layer (file.hpp), written atomically and read back with
-// validation (the byte layout is in checkpoint_format.hpp).
+// validation (the byte layout is in checkpoint_format.hpp), and the same atomic write and bounded
+// read for other small files (topic.options, topic_options_file.hpp).
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/checkpoint_format.hpp"
 #include "bufferqueue/storage/mmap/file_access.hpp"
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <string_view>
+#include <vector>
 
 namespace bufferqueue::detail {
 
@@ -37,5 +42,21 @@ void write_item_position(const std::string& path, log_position position, file_ac
 /// fails its checksum, has an unknown version or a negative offset; `error(errc::io_error)` naming
 /// the path when it cannot be read.
 std::optional<log_position> read_item_position(const std::string& path);
+
+/// Durably replaces the file at `path` with `bytes` the way `write_checkpoint` replaces a checkpoint
+/// (`path + ".tmp"` written, fsynced, renamed over `path`, the parent directory fsynced), so a reader
+/// sees the old or the new contents, never a mix. Throws `error(errc::io_error)` naming the path and
+/// the failed step; the old file is then still in place unless the directory fsync failed. A new
+/// file gets the mode of `access`.
+void write_file_atomically(const std::string& path, std::span<const std::byte> bytes, file_access access);
+
+/// The largest file `read_small_file` reads.
+inline constexpr std::size_t max_small_file_size = 4096;
+
+/// The contents of the regular file at `path`, of at most `max_small_file_size` bytes: `std::nullopt`
+/// when it does not exist. Throws `error(errc::corrupt_data)` naming the file (as a `what` file,
+/// e.g. "topic options") when it is not a regular file or is longer, `error(errc::io_error)` naming
+/// the path when it cannot be read.
+std::optional<std::vector<std::byte>> read_small_file(const std::string& path, std::string_view what);
 
 }  // namespace bufferqueue::detail

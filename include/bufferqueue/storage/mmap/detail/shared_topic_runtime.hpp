@@ -9,6 +9,7 @@
 #include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_watcher.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_format.hpp"
 
 #include <chrono>
 #include <cstddef>
@@ -47,14 +48,15 @@ public:
     /// (the bound on how long a dead process's partitions wait for a survivor).
     static constexpr std::chrono::milliseconds period{200};
 
-    /// Takes the shared hold on `topic_folder` (waiting while another queue opens it) and maps its
-    /// shared header, made anew when no other queue has the folder open. Throws
+    /// Takes the shared hold on `topic_folder` (waiting while another queue opens it), checks
+    /// `options` against the folder's stored ones (`check_topic_options`) before anything changes, and
+    /// maps its shared header, made anew when no other queue has the folder open. Throws
     /// `error(errc::io_error)` when a queue that is not process-shared has the folder open or for OS
-    /// failures, `error(errc::invalid_argument)` naming the option and the folder when the other
-    /// processes opened it with different `options`, or naming the header and its owner when another
-    /// user owns it and `access` is not `group_write` (see `shared_topic_header`),
-    /// `error(errc::corrupt_data)` for a damaged header. The files and folders it and its membership
-    /// create are made for `access`.
+    /// failures, `error(errc::invalid_argument)` naming the option, both values and the folder when the
+    /// folder holds data written with other options or the other processes opened it with different
+    /// `options`, or naming the header and its owner when another user owns it and `access` is not
+    /// `group_write` (see `shared_topic_header`), `error(errc::corrupt_data)` for a damaged header or
+    /// topic.options. The files and folders it and its membership create are made for `access`.
     shared_topic_runtime(std::string_view topic, const std::string& topic_folder, const shared_topic_options& options,
                          file_access access = file_access::owner);
 
@@ -64,6 +66,9 @@ public:
 
     /// True when no other queue had the folder open: this one recovers and repairs it.
     bool first() const noexcept { return lock_.first(); }
+
+    /// What `check_topic_options` asked to store in topic.options; only the `first()` queue stores it.
+    const std::optional<stored_topic_options>& options_to_store() const noexcept { return options_to_store_; }
 
     /// Partition `partition`'s part of the shared header.
     mmap_log_writer::shared_log_link link(std::size_t partition) const;
@@ -109,6 +114,7 @@ private:
     std::size_t partitions_ = 0;
     file_access access_ = file_access::owner;
     shared_directory_lock lock_;
+    std::optional<stored_topic_options> options_to_store_;  // checked after the lock, before the header
     shared_topic_header header_;
     std::shared_ptr<registry> registry_ = std::make_shared<registry>();
     std::optional<shared_topic_watcher> watcher_;  // last: stopped first

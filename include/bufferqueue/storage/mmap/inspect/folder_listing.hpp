@@ -6,8 +6,9 @@
 // (or a link to such a folder). What is not read as data although it could hold some is named as an
 // unexpected entry rather than skipped in silence or misread: a link in the data folder that leads to
 // no folder, and every entry of a topic folder other than its partition folders and the bookkeeping a
-// queue keeps beside them (its `.lock` file; for a process-shared topic also `.open.lock`,
-// `shared.header` and the `groups` folder of lease files): a folder with a non-canonical name such as
+// queue keeps beside them (its `.lock` file, `topic.options` and the `topic.options.tmp` an
+// interrupted write of it leaves; for a process-shared topic also `.open.lock`, `shared.header` and
+// the `groups` folder of lease files): a folder with a non-canonical name such as
 // `partition-000001`, a stray file, a dangling link.
 #pragma once
 

@@ -19,6 +19,7 @@
 #pragma once
 
 #include "bufferqueue/storage/mmap/detail/mmap_recovery.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_format.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_listing.hpp"
 
 #include <cstddef>
@@ -31,6 +32,13 @@
 #include <vector>
 
 namespace bufferqueue::inspect {
+
+/// The options that `topic`'s folder stores in its `topic.options` (docs/mmap-format.md): nothing
+/// when it has none (last opened by a release that did not write it; the next open writes it). Throws
+/// `error(errc::corrupt_data)` naming the file when it is damaged, `error(errc::io_error)` when it
+/// cannot be read. Thread-safe.
+std::optional<detail::stored_topic_options> read_topic_options(const std::string& data_directory,
+                                                               const std::string& topic);
 
 /// One consumer group's committed position in a partition.
 struct group_position {
