@@ -16,6 +16,7 @@
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <thread>
 #include <utility>
@@ -133,11 +134,14 @@ std::optional<std::string> process_shared_mutex::check(const std::byte* storage)
     ::pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
     ::pthread_mutex_init(&made, &attributes);
     ::pthread_mutexattr_destroy(&attributes);
-    pthread_mutex_t stored;
-    std::memcpy(&stored, storage, sizeof stored);
-    if (stored.__data.__kind != made.__data.__kind) {
-        return detail::format_message("its kind is {}, not {} (a robust process-shared mutex's)", stored.__data.__kind,
-                                      made.__data.__kind);
+    const int expected = made.__data.__kind;
+    ::pthread_mutex_destroy(&made);
+    // Only the kind, which nothing changes once made: the lock word and the robust list links may be
+    // changing in another thread or process holding the mutex.
+    int kind = 0;
+    std::memcpy(&kind, storage + offsetof(pthread_mutex_t, __data.__kind), sizeof kind);
+    if (kind != expected) {
+        return detail::format_message("its kind is {}, not {} (a robust process-shared mutex's)", kind, expected);
     }
     for (std::size_t byte = sizeof(pthread_mutex_t); byte < storage_size; ++byte) {
         if (storage[byte] != std::byte{0}) {
