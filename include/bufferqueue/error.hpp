@@ -32,7 +32,8 @@ enum class errc : int {
     partition_revoked,      ///< `commit()` of a batch whose partition was revoked from the consumer since
                             ///< it was delivered (nothing is committed; the next owner gets the records)
     timed_out,              ///< a networked storage gave up within its timeout (Kafka: `message.timeout.ms`
-                            ///< passed before the broker acknowledged a record; `connect_timeout` for metadata)
+                            ///< passed before the broker acknowledged a record; `connect_timeout` for metadata),
+                            ///< or another process held a process-shared topic's append lock past its bound
     nothing_to_skip,        ///< `skip()` while the last consume did not fail on a record the storage can step
                             ///< past (it succeeded, failed otherwise, or the record's frame is damaged)
     offset_out_of_range,    ///< a group's committed offset names no record of the partition (Kafka: deleted by

@@ -30,6 +30,25 @@ def record(payload: bytes) -> bytes:
 
 END_MARKER = struct.pack("<I", 0xFFFFFFFF) + struct.pack("<I", crc32c(b"\xff\xff\xff\xff" + MAGIC))
 
+# shared_header: a shared header file (host byte order, x86-64 glibc's pthread_mutex_t).
+ROBUST_SHARED_MUTEX_KIND = 144  # PTHREAD_MUTEX_ROBUST_NORMAL_NP | the process-shared bit
+
+def shared_header(partitions: int, segment_size: int, slots: list, state: int = 1,
+                  serializer: bytes = b"bufferqueue::raw_serializer<int>") -> bytes:
+    head = b"BQSHARE\0" + struct.pack("<IIIIQQQIII", 1, state, 256, 256, partitions, segment_size, 0, 0, 0,
+                                       len(serializer))
+    head += serializer + b"\0" * (196 - len(serializer))
+    assert len(head) == 256
+    return head + b"".join(slots)
+
+def shared_slot(lock_word: int = 0, tail_segment: int = 0, tail_position: int = 40, items: int = 0,
+                retained: int = 40) -> bytes:
+    mutex = struct.pack("<iIiIi", lock_word, 0, 0, 0, ROBUST_SHARED_MUTEX_KIND) + b"\0" * 44
+    end = tail_segment * 4096 + tail_position
+    state = struct.pack("<10Q", tail_segment, tail_position, 0, items, 0, tail_position, end, items, end, items)
+    group_commit = struct.pack("<8Q", 0, 0, 0, end, retained, 0, 0, 0)
+    return mutex + state + group_commit + b"\0" * 48
+
 def write(target: str, name: str, data: bytes) -> None:
     folder = HERE / target
     folder.mkdir(parents=True, exist_ok=True)
@@ -86,6 +105,17 @@ def main() -> None:
     write("checkpoint_reader", "short", b"\x28\0\0")
     write("checkpoint_reader", "escaped", b"orders%2Fworker 1")
     write("checkpoint_reader", "dots", b"%2E%2E")
+
+    # shared_header: whole shared.header files.
+    write("shared_header", "one-partition", shared_header(1, 4096, [shared_slot(tail_position=64, items=2)]))
+    write("shared_header", "three-partitions",
+          shared_header(3, 4096, [shared_slot(), shared_slot(tail_segment=2, tail_position=128, items=9),
+                                  shared_slot(tail_position=4088, items=100)]))
+    # The holder died holding partition 0's append lock (FUTEX_OWNER_DIED), having written a record.
+    dead = bytearray(shared_slot(lock_word=0x40000000, tail_position=64, items=2))
+    dead[64 + 40:64 + 48] = struct.pack("<Q", 96)  # the pending end
+    write("shared_header", "dead-holder", shared_header(1, 4096, [bytes(dead)]))
+    write("shared_header", "not-finished", shared_header(1, 4096, [shared_slot()], state=0))
 
     # Deserializers.
     write("json_deserializer", "order", b'{"id":7,"name":"widget","prices":[1.5,2.25]}')

@@ -34,6 +34,8 @@ void mmap_log_writer::share(shared_log_link link, bool first, log_position retai
     // What the other processes published, also when recovery found more (records of an `immediate`
     // append whose msync is still running are not published yet).
     const shared_log_state state = shared_->slot.load();
+    check_shared_log_state(state, shared_->slot.retained_from(), files_.segment_size, files_.description,
+                           shared_->header_path);
     published_items_.store(state.published_items, std::memory_order_release);
     published_end_.store(state.published_end, std::memory_order_release);
 }
@@ -127,8 +129,10 @@ void mmap_log_writer::lock_shared()
     const bool owner_died = shared_->lock.lock();
     try {
         const shared_log_state state = shared_->slot.load();
+        check_shared_log_state(state, shared_->slot.retained_from(), files_.segment_size, files_.description,
+                               shared_->header_path);
         if (owner_died) {
-            repair_shared_tail(files_, shared_->slot);
+            repair_shared_tail(files_, shared_->slot, shared_->header_path);
         }
         adopt(state);
     } catch (...) {
@@ -306,10 +310,11 @@ void mmap_log_writer::map_segments_up_to(std::uint64_t index, std::uint64_t tail
 // (between the tail position and the pending end) was never stored as written, so nobody was told
 // of it; zero it, so that neither readers nor recovery take it for data. A rollover it started
 // (a successor file the slot does not name) is removed; the next rollover makes it again.
-void repair_shared_tail(const mmap_partition_files& files, shared_log_slot slot)
+void repair_shared_tail(const mmap_partition_files& files, shared_log_slot slot, std::string_view header_path)
 {
     shared_log_state state = slot.load();
-    if (state.pending_end > state.tail_position && state.pending_end <= files.segment_size) {
+    check_shared_log_state(state, slot.retained_from(), files.segment_size, files.description, header_path);
+    if (state.pending_end > state.tail_position) {
         const auto segment = open_mmap_segment(files, state.tail_segment);
         const std::span<std::byte> bytes = segment->region.bytes();
         std::memset(bytes.data() + state.tail_position, 0, state.pending_end - state.tail_position);

@@ -12,9 +12,12 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <climits>
+#include <cstddef>
+#include <cstring>
 #include <thread>
 #include <utility>
 
@@ -33,6 +36,29 @@ pthread_mutex_t* as_mutex(std::byte* storage) noexcept
 std::atomic_ref<std::uint32_t> word(std::byte* storage, std::size_t index) noexcept
 {
     return std::atomic_ref<std::uint32_t>(*(reinterpret_cast<std::uint32_t*>(storage) + index));  // NOLINT
+}
+
+// pthread_mutex_timedlock, in waits of at most a second against the realtime clock (the one it
+// takes) until `limit` passed on the steady clock: a clock change stretches one wait at most.
+int timed_lock(pthread_mutex_t* mutex, std::chrono::nanoseconds limit) noexcept
+{
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+        const auto left = deadline - std::chrono::steady_clock::now();
+        if (left <= std::chrono::nanoseconds::zero()) {
+            return ETIMEDOUT;
+        }
+        const auto step = std::min<std::chrono::nanoseconds>(left, std::chrono::seconds(1));
+        timespec until{};
+        ::clock_gettime(CLOCK_REALTIME, &until);
+        const long long nanoseconds = until.tv_nsec + step.count() % 1'000'000'000;
+        until.tv_sec += static_cast<time_t>(step.count() / 1'000'000'000 + nanoseconds / 1'000'000'000);
+        until.tv_nsec = static_cast<long>(nanoseconds % 1'000'000'000);
+        const int result = ::pthread_mutex_timedlock(mutex, &until);
+        if (result != ETIMEDOUT) {
+            return result;
+        }
+    }
 }
 
 long futex(std::uint32_t* address, int operation, std::uint32_t value, const timespec* timeout) noexcept
@@ -66,7 +92,7 @@ process_shared_mutex::process_shared_mutex(std::byte* storage, std::string name)
 {
 }
 
-bool process_shared_mutex::lock()
+bool process_shared_mutex::lock(std::chrono::nanoseconds limit)
 {
     // A holder keeps the lock for one record at a time (a few hundred nanoseconds) unless it
     // flushes: try a little while before sleeping in the kernel, which costs a futex wait and wake
@@ -79,7 +105,7 @@ bool process_shared_mutex::lock()
         }
     }
     if (result == EBUSY) {
-        result = ::pthread_mutex_lock(as_mutex(storage_));
+        result = timed_lock(as_mutex(storage_), limit);
     }
     if (result == 0) {
         return false;
@@ -89,7 +115,41 @@ bool process_shared_mutex::lock()
         ::pthread_mutex_consistent(as_mutex(storage_));
         return true;
     }
+    if (result == ETIMEDOUT) {
+        throw error(errc::timed_out, detail::format_message(
+                                         "the process-shared mutex {} is still held by another thread or process "
+                                         "after {} ms (a holder that is alive but does not let go, or a damaged "
+                                         "shared header)",
+                                         name_, std::chrono::duration_cast<std::chrono::milliseconds>(limit).count()));
+    }
     file_system::throw_io_error(detail::format_message("cannot lock the process-shared mutex {}", name_), result);
+}
+
+std::optional<std::string> process_shared_mutex::check(const std::byte* storage)
+{
+    pthread_mutex_t made;
+    pthread_mutexattr_t attributes;
+    ::pthread_mutexattr_init(&attributes);
+    ::pthread_mutexattr_setpshared(&attributes, PTHREAD_PROCESS_SHARED);
+    ::pthread_mutexattr_setrobust(&attributes, PTHREAD_MUTEX_ROBUST);
+    ::pthread_mutex_init(&made, &attributes);
+    ::pthread_mutexattr_destroy(&attributes);
+    const int expected = made.__data.__kind;
+    ::pthread_mutex_destroy(&made);
+    // Only the kind, which nothing changes once made: the lock word and the robust list links may be
+    // changing in another thread or process holding the mutex.
+    int kind = 0;
+    std::memcpy(&kind, storage + offsetof(pthread_mutex_t, __data.__kind), sizeof kind);
+    if (kind != expected) {
+        return detail::format_message("its kind is {}, not {} (a robust process-shared mutex's)", kind, expected);
+    }
+    for (std::size_t byte = sizeof(pthread_mutex_t); byte < storage_size; ++byte) {
+        if (storage[byte] != std::byte{0}) {
+            return detail::format_message("byte {} after the pthread_mutex_t is {}, not 0", byte,
+                                          std::to_integer<unsigned>(storage[byte]));
+        }
+    }
+    return std::nullopt;
 }
 
 void process_shared_mutex::unlock() noexcept

@@ -26,7 +26,7 @@ shared_topic_runtime::~shared_topic_runtime()
 
 mmap_log_writer::shared_log_link shared_topic_runtime::link(std::size_t partition) const
 {
-    return {header_.append_lock(partition), header_.log_slot(partition), header_.wake_event()};
+    return {header_.append_lock(partition), header_.log_slot(partition), header_.wake_event(), header_.path()};
 }
 
 shared_topic_runtime::partition_guard::partition_guard(const shared_topic_runtime& runtime, std::size_t partition,
@@ -35,7 +35,7 @@ shared_topic_runtime::partition_guard::partition_guard(const shared_topic_runtim
 {
     if (lock_.lock()) {
         try {
-            repair_shared_tail(files, runtime.header_.log_slot(partition));
+            repair_shared_tail(files, runtime.header_.log_slot(partition), runtime.header_.path());
         } catch (...) {
             lock_.unlock();
             throw;

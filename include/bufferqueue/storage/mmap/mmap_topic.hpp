@@ -101,8 +101,9 @@ inline void validate_topic_folder_name(const std::string& name)
 /// held shared: the first queue to open it recovers and repairs as above; later ones (while it stays open somewhere)
 /// read the log's state from the shared header and repair nothing. Throws `bufferqueue::error`: `invalid_argument`
 /// naming the option at fault (for a mismatch with the folder: both values and the folder too), `corrupt_data` naming
-/// the file and offset, `io_error` (also when another queue holds the folder open), `topic_exists` and `closed`
-/// (checked before the folder is locked).
+/// the file and offset (a process-shared topic's shared header: the field and its value), `io_error` (also when
+/// another queue holds the folder open), `timed_out` (another process held a partition's append lock for
+/// `process_shared_mutex::max_wait`, 30 s), `topic_exists` and `closed` (checked before the folder is locked).
 template <class T>
 registered_topic make_mmap_topic(mmap_topic_options<T> options, topic_context& context)
 {

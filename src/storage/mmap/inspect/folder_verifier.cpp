@@ -5,12 +5,15 @@
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
 #include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
+#include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
 #include <array>
+#include <optional>
+#include <vector>
 
 namespace bufferqueue::inspect {
 
@@ -219,6 +222,33 @@ check_topic_options(verify_report& report, const std::string& data_directory, co
     return stored;
 }
 
+// A process-shared topic's shared header, checked as a queue that opens the folder while another
+// process holds it checks it (a queue that finds the folder held by nobody makes it anew).
+void check_shared_header_file(verify_report& report, const std::string& folder)
+{
+    using layout = detail::shared_header_layout;
+    const std::string path = folder + "/" + std::string(layout::file_name);
+    try {
+        const std::optional<detail::unique_fd> file = detail::try_open_file(path, detail::open_mode::read_only);
+        if (!file) {
+            return;
+        }
+        const std::uint64_t size = detail::file_size(*file);
+        std::vector<std::byte> bytes(static_cast<std::size_t>(std::min<std::uint64_t>(size, layout::header_size)));
+        bytes.resize(detail::read_at(*file, 0, bytes));
+        const detail::shared_header_fields fields = detail::check_shared_header(bytes, size, path);
+        bytes.resize(static_cast<std::size_t>(layout::file_size(fields.partitions)));  // within the file's size
+        bytes.resize(detail::read_at(*file, 0, bytes));
+        detail::check_shared_slots(bytes, fields.partitions, path);
+    } catch (const error& failure) {
+        report.problems.push_back(
+            {path, std::nullopt,
+             detail::format_message("{}; a queue opening the topic while another process has it open is refused "
+                                    "(the first queue to open it when none has makes it anew)",
+                                    failure.what())});
+    }
+}
+
 }  // namespace
 
 verify_report verify_data_folder(const std::string& data_directory)
@@ -230,6 +260,7 @@ verify_report verify_data_folder(const std::string& data_directory)
     for (const std::string& topic : list_topics(data_directory)) {
         ++report.topics;
         const std::optional<detail::stored_topic_options> stored = check_topic_options(report, data_directory, topic);
+        check_shared_header_file(report, topic_folder(data_directory, topic));
         for (const std::size_t partition : list_partitions(data_directory, topic)) {
             ++report.partitions;
             try {

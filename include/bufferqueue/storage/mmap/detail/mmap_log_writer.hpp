@@ -20,6 +20,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bufferqueue::detail {
@@ -68,13 +69,16 @@ public:
         process_shared_mutex lock;  ///< the partition's append lock
         shared_log_slot slot;       ///< the partition's shared log state, guarded by `lock`
         process_shared_event wake;  ///< notified after this writer published records
+        std::string header_path;    ///< the shared header's path, for errors about what the slot holds
     };
 
     /// Shares the log with other processes through `link`. Call once, before any other call. With
     /// `first` (no other process has the topic open) the slot is written from this writer's
     /// recovered state and `retained_from` (the recovered earliest position); otherwise the writer
     /// adopts the slot's state, and publishes what it says is published. Throws `io_error` (the
-    /// append lock is unusable), `corrupt_data` (a segment the slot names is missing or damaged).
+    /// append lock is unusable), `timed_out` (another process held it for `process_shared_mutex::max_wait`),
+    /// `corrupt_data` (the slot holds a state no writer stores, check_shared_log_state, or a segment
+    /// it names is missing or damaged).
     /// Not thread-safe (the partition's constructor calls it).
     void share(shared_log_link link, bool first, log_position retained_from);
 
@@ -342,7 +346,8 @@ private:
 /// The repair after a writer died holding a partition's shared append lock (the next holder calls it,
 /// still holding the lock): zeroes the bytes between the slot's tail position and its pending end
 /// in the tail segment, removes a successor file the slot does not name, and stores the repaired
-/// slot. Throws `io_error`, `corrupt_data` (the tail segment is missing or damaged).
-void repair_shared_tail(const mmap_partition_files& files, shared_log_slot slot);
+/// slot. Throws `io_error`, `corrupt_data` (the slot holds a state no writer stores, naming
+/// `header_path`, check_shared_log_state, and changes nothing; the tail segment is missing or damaged).
+void repair_shared_tail(const mmap_partition_files& files, shared_log_slot slot, std::string_view header_path);
 
 }  // namespace bufferqueue::detail

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 
 namespace bufferqueue::detail {
@@ -33,11 +34,26 @@ public:
     /// Attempts (each followed by a yield) before `lock` sleeps in the kernel.
     static constexpr int spin_attempts = 16;
 
-    /// Blocks until this thread holds the mutex (trying `spin_attempts` times first). Returns true when its previous
-    /// holder died holding it: what it guards may be half-changed, so repair it before `unlock()`. Throws
-    /// `error(errc::io_error)` naming the mutex when it cannot be taken (a holder died and the next
-    /// one unlocked it without repairing: it is then unusable until the shared header is made anew).
-    bool lock();
+    /// How long `lock` waits by default for a holder that is alive but does not let go (a process
+    /// stopped or stuck while it holds the mutex, or bytes that say it is held by someone who never
+    /// releases it). Far above what a holder needs (an append, an msync of one partition's batch, a
+    /// later opener's recovery of a partition), docs/mmap-storage.md ("Process-shared topics").
+    static constexpr std::chrono::seconds max_wait{30};
+
+    /// Blocks until this thread holds the mutex (trying `spin_attempts` times first), for at most
+    /// `limit`. Returns true when its previous holder died holding it: what it guards may be
+    /// half-changed, so repair it before `unlock()`. Throws `error(errc::timed_out)` naming the mutex
+    /// when it is still held by another after `limit`, and `error(errc::io_error)` naming the mutex
+    /// when it cannot be taken (a holder died and the next one unlocked it without repairing: it is
+    /// then unusable until the shared header is made anew; or its bytes are not a mutex).
+    bool lock(std::chrono::nanoseconds limit = max_wait);
+
+    /// What is wrong with the bytes at `storage` (`storage_size` of them) as a mutex `initialize`
+    /// made: its kind (glibc's `__kind`: robust, process-shared, not recursive, priority-inheriting
+    /// or -protecting) is another, or the bytes after the `pthread_mutex_t` are not zero; nothing
+    /// when they could be one. Its lock state is not checked: any is one `lock` can handle. Never
+    /// throws (allocates the description).
+    static std::optional<std::string> check(const std::byte* storage);
 
     /// Releases the mutex, held by this thread. Never throws.
     void unlock() noexcept;

@@ -45,6 +45,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <string_view>
 
 namespace bufferqueue::detail {
 
@@ -61,6 +62,18 @@ struct shared_log_state {
     std::uint64_t published_end = 0;
     std::uint64_t published_items = 0;
 };
+
+/// Checks `state` and `retained_from`, read from a partition's slot under its append lock, against
+/// what the writers of a log of `segment_size`-byte segments store (docs/mmap-format.md, "Shared
+/// header"): the tail's segment index keeps logical offsets within 64 bits; its position is a record
+/// boundary between the segment header and the segment's end (and leaves room for a segment-end
+/// marker unless the tail holds one); the pending end is between the tail position and the segment's
+/// end; the flushed, published and retained-from ends and their record counts are not past the
+/// tail's. Every process checks it before it uses it (another process wrote it). Throws
+/// `error(errc::corrupt_data)` "{partition}: {header_path}: ..." naming the field and its value;
+/// allocates only then.
+void check_shared_log_state(const shared_log_state& state, log_position retained_from, std::uint64_t segment_size,
+                            std::string_view partition, std::string_view header_path);
 
 /// A view of one partition's shared log state inside the mapped shared header. Copyable; valid
 /// while the header's mapping lives. `load` and `store` only under the partition's append lock; each
@@ -84,7 +97,9 @@ public:
     static constexpr std::size_t retained_items_field = fields + 5;
     static constexpr std::size_t last_flush_bytes_field = fields + 6;
     static constexpr std::size_t gathering_field = fields + 7;
-    static_assert((gathering_field + 1) * sizeof(std::uint64_t) <= size);
+    /// Bytes of the slot in use (the rest up to `size` is reserved, 0).
+    static constexpr std::size_t used_size = (gathering_field + 1) * sizeof(std::uint64_t);
+    static_assert(used_size <= size);
     static_assert(process_shared_event::storage_size == sizeof(std::uint64_t));
 
     shared_log_slot() noexcept = default;
@@ -135,7 +150,8 @@ public:
 
     /// Where the log's written records end, read without the lock (a record's bytes are written
     /// before its end is stored): the logical offset of the tail position, or nothing while the tail
-    /// moved to another segment than `segment`. Never throws.
+    /// moved to another segment than `segment`, or when the position read is past `segment_size`
+    /// (not one a writer stores). Never throws.
     std::optional<std::uint64_t> written_end_in(std::uint64_t segment, std::uint64_t segment_size) const noexcept
     {
         const std::uint64_t tail =
@@ -144,7 +160,7 @@ public:
             at(offsetof(shared_log_state, tail_position) / sizeof(std::uint64_t)).load(std::memory_order_acquire);
         const std::uint64_t again =
             at(offsetof(shared_log_state, tail_segment) / sizeof(std::uint64_t)).load(std::memory_order_acquire);
-        if (tail != segment || again != segment) {
+        if (tail != segment || again != segment || position > segment_size) {
             return std::nullopt;
         }
         return segment * segment_size + position;

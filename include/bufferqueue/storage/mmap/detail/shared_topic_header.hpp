@@ -34,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -64,6 +65,29 @@ struct shared_header_layout {
     }
 };
 
+/// What a shared header's first `shared_header_layout::header_size` bytes hold (`check_shared_header`).
+struct shared_header_fields {
+    std::uint64_t partitions = 0;
+    std::uint64_t segment_size = 0;
+    std::uint64_t retention = 0;  ///< `max_retained_consumed_segments` + 1, or 0 when segments are never deleted
+    std::string serializer_name{};
+};
+
+/// Checks the first `shared_header_layout::header_size` bytes of a shared header whose file has
+/// `file_size` bytes, as a process that did not make it must before it trusts them: magic, version,
+/// state, sizes, partitions (at least 1, with a slot for each in the file), segment size, serializer
+/// name (its length, zeros after it). Returns the fields. Throws `error(errc::corrupt_data)`
+/// naming `path`, the field and its value. Never writes.
+shared_header_fields check_shared_header(std::span<const std::byte> header, std::uint64_t file_size,
+                                         const std::string& path);
+
+/// Checks the partition slots of a shared header, `file` being (at least) its first
+/// `shared_header_layout::file_size(partitions)` bytes: each append lock is a mutex
+/// `process_shared_mutex::initialize` made (process_shared_mutex::check) and the reserved bytes are
+/// zero. The shared log state is checked by its users, under the lock (check_shared_log_state).
+/// Throws `error(errc::corrupt_data)` naming `path`, the partition, the field and its value.
+void check_shared_slots(std::span<const std::byte> file, std::uint64_t partitions, const std::string& path);
+
 /// The mapped shared header of one process-shared topic. Open it while holding the folder's
 /// `shared_directory_lock` and before `finish_opening()`: then the first opener makes it while no
 /// other process reads it. Move-only; the views it hands out are valid while it lives.
@@ -72,13 +96,14 @@ public:
     /// Maps `{topic_folder}/shared.header`. With `first` (no other queue has the folder open) it is
     /// made anew from `options`; otherwise it must hold the same options, or this throws
     /// `error(errc::invalid_argument)` naming the option, both values, the topic and the folder,
-    /// and changes nothing. Throws `error(errc::corrupt_data)` naming the file when it is not a
-    /// shared header of this version, and `error(errc::io_error)` for OS failures. A header it
-    /// creates gets `file_permissions(access)` less the umask; an existing one that belongs to
-    /// another user is refused before it is changed or mapped, unless `access` is
-    /// `file_access::group_write` (whoever owns it can rewrite it and stop every process that
-    /// appends): `error(errc::invalid_argument)` naming the file, its owner and the option - a
-    /// usage error like the options' mismatch above, which the option or a chown mends.
+    /// and changes nothing. Throws `error(errc::corrupt_data)` naming the file, the field and its
+    /// value when it is not a shared header of this version that a queue made (check_shared_header,
+    /// check_shared_slots), and `error(errc::io_error)` for OS failures. A header it creates gets
+    /// `file_permissions(access)` less the umask; an existing one that belongs to another user is
+    /// refused before it is changed or mapped, unless `access` is `file_access::group_write`
+    /// (whoever owns it can rewrite it and stop every process that appends):
+    /// `error(errc::invalid_argument)` naming the file, its owner and the option - a usage error like
+    /// the options' mismatch above, which the option or a chown mends.
     shared_topic_header(std::string_view topic, const std::string& topic_folder, const shared_topic_options& options,
                         bool first, file_access access = file_access::owner);
 
@@ -95,7 +120,8 @@ public:
     process_shared_mutex append_lock(std::size_t partition) const;
 
     /// The shared log state of `partition` (< the topic's partitions), guarded by its append lock.
-    /// Zero until the first opener's partition stores its state.
+    /// Zero until the first opener's partition stores its state. Check what it holds
+    /// (check_shared_log_state) before using it: another process wrote it.
     shared_log_slot log_slot(std::size_t partition) const;
 
     /// The topic's wake-up event: appenders notify it, each process's watcher waits on it.

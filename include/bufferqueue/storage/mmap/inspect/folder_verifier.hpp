@@ -4,8 +4,9 @@
 // For every partition of every topic it runs the library's recovery in read-only mode (what the next
 // open would find) and sweeps every file on its own: the header and every record of every segment
 // (CRC-32C, padding, where the records end), every checkpoint (producer.offset, earliest.offset,
-// earliest.items, each group's consumer.offset), the group folder names and each topic's
-// topic.options (intact, and agreeing with the partition folders and segment sizes). It never writes, takes no
+// earliest.items, each group's consumer.offset), the group folder names, each topic's topic.options
+// (intact, and agreeing with the partition folders and segment sizes) and a process-shared topic's
+// shared header (check_shared_header, check_shared_slots). It never writes, takes no
 // lock and opens every file read-only. Topic and partition folders that are symbolic links to folders
 // are followed (as a queue follows them); what it does not check although it could hold data (an
 // unexpected entry of folder_listing.hpp: a link that leads nowhere, a partition folder with a
