@@ -2,8 +2,8 @@
 
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/storage/mmap/detail/file_handle.hpp"
-#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
@@ -227,13 +227,12 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
     mapped_region header = map_file(file, layout::header_size);
     const shared_header_fields stored = check_shared_header(header.bytes(), actual_size, path);
     header.unmap();
-    require_same_options(topic, topic_folder, options_origin::open_elsewhere,
-                         {.partitions = options.partitions,
-                          .segment_size = options.segment_size,
-                          .serializer_name = std::string(name)},
-                         {.partitions = stored.partitions,
-                          .segment_size = stored.segment_size,
-                          .serializer_name = stored.serializer_name});
+    require_same_options(
+        topic, topic_folder, options_origin::open_elsewhere,
+        {.partitions = options.partitions, .segment_size = options.segment_size, .serializer_name = std::string(name)},
+        {.partitions = stored.partitions,
+         .segment_size = stored.segment_size,
+         .serializer_name = stored.serializer_name});
     if (stored.retention != stored_retention(options.max_retained_consumed_segments)) {
         throw option_mismatch(topic, topic_folder, options_origin::open_elsewhere, "max_retained_consumed_segments",
                               retention_text(stored_retention(options.max_retained_consumed_segments)),

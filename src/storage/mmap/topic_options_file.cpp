@@ -168,8 +168,7 @@ std::optional<stored_topic_options> read_topic_options(const std::string& topic_
     return std::get<stored_topic_options>(std::move(decoded));
 }
 
-void write_topic_options(const std::string& topic_folder, const stored_topic_options& options,
-                         file_access access)
+void write_topic_options(const std::string& topic_folder, const stored_topic_options& options, file_access access)
 {
     write_file_atomically(options_path(topic_folder), encode_topic_options(options), access);
 }

@@ -4,8 +4,8 @@
 #include "bufferqueue/storage/mmap/detail/file.hpp"
 #include "bufferqueue/storage/mmap/detail/group_path.hpp"
 #include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 #include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
+#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
 #include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
 
 #include "bufferqueue/detail/message.hpp"

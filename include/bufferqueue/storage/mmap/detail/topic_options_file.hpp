@@ -44,8 +44,7 @@ std::optional<stored_topic_options> read_topic_options(const std::string& topic_
 
 /// Durably replaces `{topic_folder}/topic.options` with `options` (write_file_atomically). Throws
 /// `error(errc::io_error)` naming the path and the failed step. The file gets the mode of `access`.
-void write_topic_options(const std::string& topic_folder, const stored_topic_options& options,
-                         file_access access);
+void write_topic_options(const std::string& topic_folder, const stored_topic_options& options, file_access access);
 
 /// Checks the options a queue opens `topic` with against those its folder holds, changing nothing:
 /// its topic.options or, in a folder without one (written by a release that did not keep it), what
