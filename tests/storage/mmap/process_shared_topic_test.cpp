@@ -363,6 +363,124 @@ TEST_CASE("process-shared topic: two queues consuming one group share the partit
     CHECK(delivered == numbers(0, 400));
 }
 
+// Takes what `consumer` has with try_consume alone, never waiting (each batch committed as it is
+// returned: auto_commit), until a call returns nothing; the items in delivery order.
+std::vector<std::string> take_without_waiting(bq::pull_consumer<std::string>& consumer)
+{
+    std::vector<std::string> items;
+    while (auto delivered = consumer.try_consume()) {
+        items.insert(items.end(), delivered->begin(), delivered->end());
+    }
+    return items;
+}
+
+bq::pull_consumer_options committing_group(const std::string& name)
+{
+    bq::pull_consumer_options options = group(name);
+    options.auto_commit = true;
+    return options;
+}
+
+TEST_CASE("process-shared topic: a consumer of a group no other queue has a member of owns every partition when "
+          "create_pull_consumer returns, so try_consume at once returns what another queue wrote and closed",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    {
+        queue_runner writer;
+        writer->add_topic(shared_topic(directory.path(), 4));
+        auto producer = writer->producer<std::string>("events");
+        for (std::size_t number = 0; number < 40; ++number) {
+            REQUIRE(producer.try_produce(record("w", number)));
+        }
+    }
+    // Rounds of a new queue and a new group each: the assignment raced the first try_consume.
+    std::size_t rounds_without_records = 0;
+    for (std::size_t round = 0; round < 20; ++round) {
+        INFO("round " << round);
+        queue_runner reader;
+        reader->add_topic(shared_topic(directory.path(), 4));
+        auto consumer = reader->create_pull_consumer<std::string>(committing_group("g" + std::to_string(round)));
+        const std::vector<std::size_t> owned = consumer.partitions();
+        auto items = by_source(take_without_waiting(consumer))["w"];
+        rounds_without_records += items.empty() ? 1 : 0;
+        CHECK(owned == numbers(0, 4));
+        std::sort(items.begin(), items.end());
+        CHECK(items == numbers(0, 40));
+    }
+    CHECK(rounds_without_records == 0);
+}
+
+TEST_CASE("process-shared topic: after the process that held the folder and a group's partitions was SIGKILLed, a "
+          "new consumer of the group owns them when created and try_consume at once returns the records",
+          "[mmap][process_shared][kill]")
+{
+    std::size_t rounds_without_records = 0;
+    for (std::size_t round = 0; round < 20; ++round) {
+        INFO("round " << round);
+        temporary_directory directory;
+        signal_pipe ready;
+        child_process holder([&] {
+            queue_runner runner;
+            runner->add_topic(shared_topic(directory.path(), 4, bq::flush_strategy::immediate));
+            auto producer = runner->producer<std::string>("events");
+            for (std::size_t number = 0; number < 40; ++number) {
+                if (!producer.try_produce(record("c", number))) {
+                    return 1;
+                }
+            }
+            // A member of "g" holding every partition's lease, consuming nothing.
+            auto consumer = runner->create_pull_consumer<std::string>(group("g"));
+            if (!run_until(
+                    runner.io, [&] { return consumer.partitions().size() == 4; }, 10s)) {
+                return 2;
+            }
+            ready.send();
+            std::this_thread::sleep_for(1h);
+            return 0;
+        });
+        REQUIRE(ready.receive_within(10s));
+        holder.kill();
+        REQUIRE(holder.wait() == 128 + SIGKILL);
+        queue_runner reader;
+        reader->add_topic(shared_topic(directory.path(), 4));
+        auto consumer = reader->create_pull_consumer<std::string>(committing_group("g"));
+        const std::vector<std::size_t> owned = consumer.partitions();
+        auto items = by_source(take_without_waiting(consumer))["c"];
+        rounds_without_records += items.empty() ? 1 : 0;
+        CHECK(owned == numbers(0, 4));
+        std::sort(items.begin(), items.end());
+        CHECK(items == numbers(0, 40));
+    }
+    CHECK(rounds_without_records == 0);
+}
+
+TEST_CASE("process-shared topic: a consumer that joins a live member of its group in another queue gets its share "
+          "within a few watcher periods, and a loop over partitions() waits for it as the docs show",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(shared_topic(directory.path(), 4));
+    second->add_topic(shared_topic(directory.path(), 4));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 40; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    auto staying = first->create_pull_consumer<std::string>(committing_group("g"));
+    REQUIRE(staying.partitions() == numbers(0, 4));  // alone in its group: everything, at once
+    auto joining = second->create_pull_consumer<std::string>(committing_group("g"));
+    // The loop of docs/consumer-model.md, "Waiting for the assignment", for the share of two members.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (joining.partitions().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(joining.partitions().size() == 2);
+    auto items = by_source(take_without_waiting(joining))["p"];
+    CHECK(items.size() == 20);  // round-robin routing: ten records a partition
+}
+
 TEST_CASE("process-shared topic: producer processes SIGKILLed while appending leave no torn record, and every "
           "record they were told of is delivered once, in order",
           "[mmap][process_shared][kill]")
