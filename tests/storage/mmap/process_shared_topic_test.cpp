@@ -413,6 +413,39 @@ TEST_CASE("process-shared topic: a consumer of a group no other queue has a memb
     CHECK(rounds_without_records == 0);
 }
 
+TEST_CASE("process-shared topic: a partition lease that cannot be locked fails the consumer's creation with an "
+          "io_error naming the lease file, and the group's next creation owns every partition",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner runner;
+    runner->add_topic(shared_topic(directory.path(), 4));
+    auto producer = runner->producer<std::string>("events");
+    for (std::size_t number = 0; number < 40; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    {
+        const bq::detail::scoped_file_hooks failing_lease(
+            {.before_operation =
+                 [](bq::detail::file_operation operation, const std::string& path) {
+                     return operation == bq::detail::file_operation::lock && path.ends_with("partition-00002.lease")
+                                ? EIO
+                                : 0;
+                 },
+             .after_flush = {}});
+        const auto failure =
+            error_from([&] { static_cast<void>(runner->create_pull_consumer<std::string>(committing_group("g"))); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(missing_from(failure->what(), {"partition-00002.lease"}).empty());
+    }
+    auto consumer = runner->create_pull_consumer<std::string>(committing_group("g"));
+    CHECK(consumer.partitions() == numbers(0, 4));
+    auto items = by_source(take_without_waiting(consumer))["p"];
+    std::sort(items.begin(), items.end());
+    CHECK(items == numbers(0, 40));
+}
+
 TEST_CASE("process-shared topic: after the process that held the folder and a group's partitions was SIGKILLed, a "
           "new consumer of the group owns them when created and try_consume at once returns the records",
           "[mmap][process_shared][kill]")

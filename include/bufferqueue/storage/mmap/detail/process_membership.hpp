@@ -51,8 +51,9 @@ public:
 
     void bind(membership_port port) noexcept override;
     /// Joins `count` member slots and rebalances `group` at once (see the class comment). Throws
-    /// `bufferqueue::error`: `closed` after `close()`, `io_error` naming the lease file that could
-    /// not be opened or locked (the creation fails; the watcher lets go of what it leased).
+    /// `bufferqueue::error`: `closed` after `close()`, `io_error` naming the lease file or folder
+    /// that could not be read, opened or locked (the creation fails; the leases it took are let go
+    /// by the watcher, or kept for the group's next creation here).
     void consumers_created(const std::string& group, std::size_t count) override;
     void consumer_closed(const std::string& group, std::size_t consumer) noexcept override;
     void partitions_let_go(const std::string& group) noexcept override;
