@@ -268,7 +268,10 @@ public:
     /// The partitions this consumer owns now, ascending: a snapshot, returned by value. Without a
     /// group protocol reassigning partitions (process-shared mmap, Kafka) it is the contiguous share
     /// given at creation and never changes; with one, a `consume()` already running may still be
-    /// finishing a scan of the previous set. Thread-safe (takes a short lock); allocates the copy.
+    /// finishing a scan of the previous set, and the share may arrive after creation (a Kafka
+    /// group's rebalance, live members of a process-shared topic's group letting go): `consume()`
+    /// waits for it, a loop over `partitions()` sees it arrive (docs/consumer-model.md, "Waiting
+    /// for the assignment"). Thread-safe (takes a short lock); allocates the copy.
     std::vector<std::size_t> partitions() const { return require_state()->partitions(); }
     /// Items this consumer's partitions hold that its group has not committed yet, summed over the
     /// partitions it owns now (`end - committed` of each, in items, on every backend): a snapshot,

@@ -163,8 +163,9 @@ public:
     virtual void bind(membership_port port) noexcept = 0;
 
     /// `count` consumers of `group` were created in this process (indexes 0 to count - 1); they own
-    /// no partition until the membership assigns some. Throws to fail the creation: the consumers
-    /// are closed and `create_pull_consumers` throws it.
+    /// no partition until the membership assigns some, which it may do before returning (the port
+    /// may be called from here). Throws to fail the creation: the consumers are closed and
+    /// `create_pull_consumers` throws it.
     virtual void consumers_created(const std::string& group, std::size_t count) = 0;
 
     /// Consumer `consumer` of `group` closed and let go of its partitions: they are nobody's in this

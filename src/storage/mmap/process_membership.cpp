@@ -41,7 +41,12 @@ void process_group_membership::consumers_created(const std::string& group, std::
     for (std::size_t index = 0; index < count; ++index) {
         state->members.insert_or_assign(index, state->leases.join());
     }
-    notify_while_open();  // every process re-shares, this one's watcher included
+    // Takes at once the share no live process holds (all of it when the group has no other live
+    // member: a dead process's leases the kernel released), so the consumers own it when their
+    // creation returns; what others still hold comes on the watcher thread once they let go. A
+    // failure (a lease file that cannot be opened) fails the creation, naming the file.
+    rebalance(group, *state);  // a lease it let go, the notification below announces
+    notify_while_open();       // every process re-shares, this one's watcher included
 }
 
 void process_group_membership::consumer_closed(const std::string& group, std::size_t consumer) noexcept

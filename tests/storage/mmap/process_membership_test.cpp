@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
@@ -87,6 +88,21 @@ int consume_in_child(const std::string& folder, const signal_pipe& go, const sig
             report.send(static_cast<char>(owned));
         }
     }
+}
+
+// Stands for a topic whose consumers the membership assigns partitions to (what the port reaches
+// once bound): it takes every assignment and revocation, and no partition is in use.
+class accepting_target final : public detail::membership_target {
+public:
+    void assign_partitions(const std::string&, std::size_t, std::span<const std::size_t>) override {}
+    void revoke_partitions(const std::string&, std::size_t, std::span<const std::size_t>) override {}
+    std::vector<std::size_t> partitions_in_use(const std::string&) override { return {}; }
+};
+
+// `membership` bound to `target`, as a topic binds it before creating consumers.
+void bind_to(detail::process_group_membership& membership, accepting_target& target)
+{
+    membership.bind(bq::membership_port(std::make_shared<detail::membership_link>(target)));
 }
 
 }  // namespace
@@ -176,7 +192,9 @@ TEST_CASE("a closed process membership no longer notifies the wake-up event, wha
     alignas(8) std::byte storage[detail::process_shared_event::storage_size]{};
     detail::process_shared_event::initialize(storage);
     const detail::process_shared_event event(storage);
+    accepting_target target;
     detail::process_group_membership membership(folder.string(), partition_count, event, 20ms);
+    bind_to(membership, target);
     membership.consumers_created("g", 2);
     membership.close();
     const std::uint32_t at_close = event.sequence();
@@ -204,7 +222,9 @@ TEST_CASE("concurrency: consumers closing on one thread while the process member
         alignas(8) std::byte storage[detail::process_shared_event::storage_size]{};
         detail::process_shared_event::initialize(storage);
         const detail::process_shared_event event(storage);
+        accepting_target target;
         detail::process_group_membership membership(folder.string(), partition_count, event, 1h);
+        bind_to(membership, target);
         membership.consumers_created("g", consumers);
         std::atomic<bool> go{false};
         std::thread closing_consumers([&] {

@@ -28,11 +28,13 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstddef>
 #include <filesystem>
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -363,6 +365,157 @@ TEST_CASE("process-shared topic: two queues consuming one group share the partit
     CHECK(delivered == numbers(0, 400));
 }
 
+// Takes what `consumer` has with try_consume alone, never waiting (each batch committed as it is
+// returned: auto_commit), until a call returns nothing; the items in delivery order.
+std::vector<std::string> take_without_waiting(bq::pull_consumer<std::string>& consumer)
+{
+    std::vector<std::string> items;
+    while (auto delivered = consumer.try_consume()) {
+        items.insert(items.end(), delivered->begin(), delivered->end());
+    }
+    return items;
+}
+
+bq::pull_consumer_options committing_group(const std::string& name)
+{
+    bq::pull_consumer_options options = group(name);
+    options.auto_commit = true;
+    return options;
+}
+
+TEST_CASE("process-shared topic: a consumer of a group no other queue has a member of owns every partition when "
+          "create_pull_consumer returns, so try_consume at once returns what another queue wrote and closed",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    {
+        queue_runner writer;
+        writer->add_topic(shared_topic(directory.path(), 4));
+        auto producer = writer->producer<std::string>("events");
+        for (std::size_t number = 0; number < 40; ++number) {
+            REQUIRE(producer.try_produce(record("w", number)));
+        }
+    }
+    // Rounds of a new queue and a new group each: the assignment raced the first try_consume.
+    std::size_t rounds_without_records = 0;
+    for (std::size_t round = 0; round < 20; ++round) {
+        INFO("round " << round);
+        queue_runner reader;
+        reader->add_topic(shared_topic(directory.path(), 4));
+        auto consumer = reader->create_pull_consumer<std::string>(committing_group("g" + std::to_string(round)));
+        const std::vector<std::size_t> owned = consumer.partitions();
+        auto items = by_source(take_without_waiting(consumer))["w"];
+        rounds_without_records += items.empty() ? 1 : 0;
+        CHECK(owned == numbers(0, 4));
+        std::sort(items.begin(), items.end());
+        CHECK(items == numbers(0, 40));
+    }
+    CHECK(rounds_without_records == 0);
+}
+
+TEST_CASE("process-shared topic: a partition lease that cannot be locked fails the consumer's creation with an "
+          "io_error naming the lease file, and the group's next creation owns every partition",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner runner;
+    runner->add_topic(shared_topic(directory.path(), 4));
+    auto producer = runner->producer<std::string>("events");
+    for (std::size_t number = 0; number < 40; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    {
+        const bq::detail::scoped_file_hooks failing_lease(
+            {.before_operation =
+                 [](bq::detail::file_operation operation, const std::string& path) {
+                     return operation == bq::detail::file_operation::lock && path.ends_with("partition-00002.lease")
+                                ? EIO
+                                : 0;
+                 },
+             .after_flush = {}});
+        const auto failure =
+            error_from([&] { static_cast<void>(runner->create_pull_consumer<std::string>(committing_group("g"))); });
+        REQUIRE(failure);
+        CHECK(failure->code() == errc::io_error);
+        CHECK(missing_from(failure->what(), {"partition-00002.lease"}).empty());
+    }
+    auto consumer = runner->create_pull_consumer<std::string>(committing_group("g"));
+    CHECK(consumer.partitions() == numbers(0, 4));
+    auto items = by_source(take_without_waiting(consumer))["p"];
+    std::sort(items.begin(), items.end());
+    CHECK(items == numbers(0, 40));
+}
+
+TEST_CASE("process-shared topic: after the process that held the folder and a group's partitions was SIGKILLed, a "
+          "new consumer of the group owns them when created and try_consume at once returns the records",
+          "[mmap][process_shared][kill]")
+{
+    std::size_t rounds_without_records = 0;
+    for (std::size_t round = 0; round < 20; ++round) {
+        INFO("round " << round);
+        temporary_directory directory;
+        signal_pipe ready;
+        child_process holder([&] {
+            queue_runner runner;
+            runner->add_topic(shared_topic(directory.path(), 4, bq::flush_strategy::immediate));
+            auto producer = runner->producer<std::string>("events");
+            for (std::size_t number = 0; number < 40; ++number) {
+                if (!producer.try_produce(record("c", number))) {
+                    return 1;
+                }
+            }
+            // A member of "g" holding every partition's lease, consuming nothing.
+            auto consumer = runner->create_pull_consumer<std::string>(group("g"));
+            if (!run_until(
+                    runner.io, [&] { return consumer.partitions().size() == 4; }, 10s)) {
+                return 2;
+            }
+            ready.send();
+            std::this_thread::sleep_for(1h);
+            return 0;
+        });
+        REQUIRE(ready.receive_within(10s));
+        holder.kill();
+        REQUIRE(holder.wait() == 128 + SIGKILL);
+        queue_runner reader;
+        reader->add_topic(shared_topic(directory.path(), 4));
+        auto consumer = reader->create_pull_consumer<std::string>(committing_group("g"));
+        const std::vector<std::size_t> owned = consumer.partitions();
+        auto items = by_source(take_without_waiting(consumer))["c"];
+        rounds_without_records += items.empty() ? 1 : 0;
+        CHECK(owned == numbers(0, 4));
+        std::sort(items.begin(), items.end());
+        CHECK(items == numbers(0, 40));
+    }
+    CHECK(rounds_without_records == 0);
+}
+
+TEST_CASE("process-shared topic: a consumer that joins a live member of its group in another queue gets its share "
+          "within a few watcher periods, and a loop over partitions() waits for it as the docs show",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(shared_topic(directory.path(), 4));
+    second->add_topic(shared_topic(directory.path(), 4));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 40; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    auto staying = first->create_pull_consumer<std::string>(committing_group("g"));
+    REQUIRE(staying.partitions() == numbers(0, 4));  // alone in its group: everything, at once
+    auto joining = second->create_pull_consumer<std::string>(committing_group("g"));
+    // The loop of docs/consumer-model.md, "Waiting for the assignment", for the share of two members.
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (joining.partitions().size() < 2 && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(50ms);
+    }
+    REQUIRE(joining.partitions().size() == 2);
+    auto items = by_source(take_without_waiting(joining))["p"];
+    CHECK(items.size() == 20);  // round-robin routing: ten records a partition
+}
+
 TEST_CASE("process-shared topic: producer processes SIGKILLed while appending leave no torn record, and every "
           "record they were told of is delivered once, in order",
           "[mmap][process_shared][kill]")
@@ -531,6 +684,34 @@ std::optional<std::uint64_t> committed_in(const bq::topic_stats& stats, const st
     return std::nullopt;
 }
 
+// True when `stats` shows each of `groups` committed up to the end of every partition.
+bool committed_to_the_end(const bq::topic_stats& stats, std::initializer_list<std::string> groups)
+{
+    for (const std::string& name : groups) {
+        for (const bq::partition_stats& partition : stats.partitions) {
+            if (committed_in(stats, name, partition.partition) != partition.end) {
+                return false;
+            }
+        }
+    }
+    return true;
+}
+
+// The first snapshot of the "events" topic of `runner` that `shows` accepts, taken every 20 ms for up
+// to 5 s (other queues' commits appear once the watcher re-read the checkpoints, once a 200 ms
+// period); the last one taken when none did. `take` takes a snapshot.
+template <class Shows, class Take>
+bq::topic_stats first_snapshot_that(Shows shows, Take take)
+{
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    bq::topic_stats stats = take();
+    while (!shows(stats) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(20ms);
+        stats = take();
+    }
+    return stats;
+}
+
 TEST_CASE("process-shared topic: statistics show what other queues appended and committed", "[mmap][process_shared]")
 {
     temporary_directory directory;
@@ -543,7 +724,11 @@ TEST_CASE("process-shared topic: statistics show what other queues appended and 
     auto audit = second->create_pull_consumer<std::string>(group("audit"));
     REQUIRE(consume_items(second, audit, 100).size() == 100);
     for (queue_runner* runner : {&first, &second}) {
-        const bq::topic_stats stats = (*runner)->stats<std::string>("events");
+        const bq::topic_stats stats = first_snapshot_that(
+            [](const bq::topic_stats& taken) {
+                return committed_to_the_end(taken, {"g", "audit"});
+            },
+            [&] { return (*runner)->stats<std::string>("events"); });
         CHECK(stats.produced == 100);
         for (std::size_t partition = 0; partition < 2; ++partition) {
             INFO("partition " << partition << (runner == &first ? " seen by the first queue" : " seen by the second"));
@@ -552,6 +737,77 @@ TEST_CASE("process-shared topic: statistics show what other queues appended and 
             CHECK(committed_in(stats, "audit", partition) == end);
         }
     }
+}
+
+// Fails (EIO) and names every file operation that the thread calling `watch` runs inside it; the
+// other threads' operations run as usual.
+class file_operations_of_this_thread {
+public:
+    file_operations_of_this_thread()
+        : hooks_({.before_operation =
+                      [this](bq::detail::file_operation operation, const std::string& path) {
+                          const std::lock_guard lock(mutex_);
+                          if (watched_ != std::this_thread::get_id()) {
+                              return 0;
+                          }
+                          seen_.push_back(std::string(bq::detail::operation_name(operation)) + " " + path);
+                          return EIO;
+                      },
+                  .after_flush = {}})
+    {
+    }
+
+    template <class Call>
+    auto watch(Call call)
+    {
+        set_watched(std::this_thread::get_id());
+        auto result = call();
+        set_watched(std::thread::id());
+        return result;
+    }
+
+    std::vector<std::string> seen() const
+    {
+        const std::lock_guard lock(mutex_);
+        return seen_;
+    }
+
+private:
+    void set_watched(std::thread::id thread)
+    {
+        const std::lock_guard lock(mutex_);
+        watched_ = thread;
+    }
+
+    mutable std::mutex mutex_;
+    std::thread::id watched_;              // guarded by mutex_; none: nothing is watched
+    std::vector<std::string> seen_;        // guarded by mutex_
+    bq::detail::scoped_file_hooks hooks_;  // declared last: removed first
+};
+
+TEST_CASE("process-shared topic: a statistics snapshot does no file I/O, and shows another queue's commits after "
+          "a watcher period",
+          "[mmap][process_shared]")
+{
+    temporary_directory directory;
+    queue_runner first;
+    queue_runner second;
+    first->add_topic(shared_topic(directory.path(), 2));
+    second->add_topic(shared_topic(directory.path(), 2));
+    auto producer = first->producer<std::string>("events");
+    for (std::size_t number = 0; number < 100; ++number) {
+        REQUIRE(producer.try_produce(record("p", number)));
+    }
+    // A group only the second queue has a consumer of, committed to the end.
+    auto audit = second->create_pull_consumer<std::string>(group("audit"));
+    REQUIRE(consume_items(second, audit, 100).size() == 100);
+    file_operations_of_this_thread operations;
+    const bq::topic_stats stats =
+        first_snapshot_that([](const bq::topic_stats& taken) { return committed_to_the_end(taken, {"audit"}); },
+                            [&] { return operations.watch([&] { return first->stats<std::string>("events"); }); });
+    CHECK(stats.produced == 100);
+    CHECK(committed_to_the_end(stats, {"audit"}));
+    CHECK(operations.seen() == std::vector<std::string>{});
 }
 
 TEST_CASE("process-shared topic: inspect reads and verifies a folder that queues hold open, and refuses group "

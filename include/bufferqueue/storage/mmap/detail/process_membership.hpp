@@ -27,16 +27,20 @@ namespace bufferqueue::detail {
 /// the partitions `member_partitions` gives it. A process reads a partition only while it holds the
 /// partition's lease: it takes the lease before assigning the partition to its consumer, and
 /// releases it once no consumer here uses the partition any more (`partitions_in_use`), so two
-/// processes never read one partition at once. Rebalances run on one watcher thread, after every
-/// join, close, let-go and notification of `event` by any process, and at least once per `period` -
-/// the bound on how long a dead process's partitions (whose leases the kernel released) wait.
+/// processes never read one partition at once. `consumers_created` rebalances the group before it
+/// returns, taking every lease of the new consumers' share that no live process holds (all of it
+/// when the group has no other live member; a dead process's leases the kernel released), so they
+/// own that share when their creation returns. Later rebalances run on one watcher thread, after
+/// every join, close, let-go and notification of `event` by any process, and at least once per
+/// `period` - the bound on how long a dead process's partitions (whose leases the kernel released)
+/// wait, and how a share that live members of other processes still held arrives once they let go.
 ///
 /// Thread-safety: every member may be called from any thread; one mutex guards the state, and the
 /// port is called under it (the port never calls back). Nothing notifies `event` once `close()`
 /// returned (the topic unmaps it then): consumers that close or let go after it change nothing. `before_assign(group,
-/// partition)` runs on the watcher thread, under that mutex, after the lease was taken and before the partition is
-/// assigned (the mmap topic re-reads the group's committed position there); it must not throw. The
-/// lease files and folders it creates are made for `access` (group_leases.hpp).
+/// partition)` runs on the watcher thread or in `consumers_created`, under that mutex, after the lease was taken and
+/// before the partition is assigned (the mmap topic re-reads the group's committed position there); it must not throw.
+/// The lease files and folders it creates are made for `access` (group_leases.hpp).
 class process_group_membership final : public group_membership {
 public:
     process_group_membership(std::string topic_folder, std::size_t partitions, process_shared_event event,
@@ -48,6 +52,10 @@ public:
     ~process_group_membership() override;
 
     void bind(membership_port port) noexcept override;
+    /// Joins `count` member slots and rebalances `group` at once (see the class comment). Throws
+    /// `bufferqueue::error`: `closed` after `close()`, `io_error` naming the lease file or folder
+    /// that could not be read, opened or locked (the creation fails; the leases it took are let go
+    /// by the watcher, or kept for the group's next creation here).
     void consumers_created(const std::string& group, std::size_t count) override;
     void consumer_closed(const std::string& group, std::size_t consumer) noexcept override;
     void partitions_let_go(const std::string& group) noexcept override;
