@@ -124,8 +124,10 @@ public:
     /// Creates consumer group `options.group` on `options.topic` with `count` consumers. Memory and
     /// exclusive mmap topics spread the partitions evenly and contiguously, for good (5 partitions, 2
     /// consumers: {0,1,2} and {3,4}); on process-shared mmap and Kafka topics the shares are neither
-    /// fixed nor contiguous: a group protocol assigns and revokes them (possibly after this returns)
-    /// as the group's live members (of every process) come and go (docs/consumer-model.md). A new group
+    /// fixed nor contiguous: a group protocol assigns and revokes them as the group's live members
+    /// (of every process) come and go - on Kafka after this returns; on a process-shared topic before
+    /// it returns when the group has no other live member, else as the others let go
+    /// (docs/consumer-model.md, "Waiting for the assignment"). A new group
     /// starts at the topic's logical earliest position. A group whose consumers are all closed (or
     /// one known from a persistent topic's disk) is opened again and resumes from its committed
     /// position: uncommitted batches are delivered again. All or nothing: when a partition fails to
