@@ -130,7 +130,7 @@ TEST_CASE("mmap topic options: another serializer is refused naming the option, 
     CHECK(records_in(string_topic(directory.path())) == 3);
 }
 
-TEST_CASE("mmap topic options: fewer partitions are refused as invalid_argument; more are added and stored", "[mmap]")
+TEST_CASE("mmap topic options: fewer partitions are refused as invalid_argument, more are added and stored", "[mmap]")
 {
     temporary_directory directory;
     write_topic(string_topic(directory.path(), 3), 6);
