@@ -189,11 +189,8 @@ public:
     /// index, every group's committed positions and lag, the produced and consumed counters and
     /// what waits now, in items on every backend (see `topic_stats`, docs/statistics.md). Reads the
     /// storage's statistics without a lock on the produce path (a short lock shared with group
-    /// registration, and each partition's waiter lock; on a persistent topic each partition's
-    /// groups lock, which a commit holds while it writes its checkpoint); allocates only the
-    /// snapshot; never does file I/O itself (a process-shared mmap topic lists other processes'
-    /// commits as its watcher thread last read them from disk, once a 200 ms period, and waits for
-    /// no commit). A Kafka topic's snapshot asks its brokers: it blocks the calling thread up to the
+    /// registration, and each partition's waiter lock); allocates only the snapshot; never does
+    /// file I/O. A Kafka topic's snapshot asks its brokers: it blocks the calling thread up to the
     /// topic's `admin_timeout`, except on the thread running the topic's io_context, where it
     /// reports the last numbers known (docs/kafka.md, "Statistics"). Throws `bufferqueue::error`:
     /// `errc::no_such_topic`, `errc::type_mismatch` (the message lists the item types the name is

@@ -75,14 +75,6 @@ void shared_topic_runtime::registry::refresh_all() noexcept
     for (const auto& [index, hooks] : partitions) {
         hooks->refresh();
     }
-    // The statistics' listing of the groups: once a period, not at every wake-up an append brings.
-    const auto now = std::chrono::steady_clock::now();
-    if (now - listed_at >= period) {
-        listed_at = now;
-        for (const auto& [index, hooks] : partitions) {
-            hooks->refresh_listing();
-        }
-    }
 }
 
 void shared_topic_runtime::registry::reload(const std::string& group, std::size_t partition) noexcept

@@ -28,13 +28,11 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
 #include <cstddef>
 #include <filesystem>
-#include <initializer_list>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -684,34 +682,6 @@ std::optional<std::uint64_t> committed_in(const bq::topic_stats& stats, const st
     return std::nullopt;
 }
 
-// True when `stats` shows each of `groups` committed up to the end of every partition.
-bool committed_to_the_end(const bq::topic_stats& stats, std::initializer_list<std::string> groups)
-{
-    for (const std::string& name : groups) {
-        for (const bq::partition_stats& partition : stats.partitions) {
-            if (committed_in(stats, name, partition.partition) != partition.end) {
-                return false;
-            }
-        }
-    }
-    return true;
-}
-
-// The first snapshot of the "events" topic of `runner` that `shows` accepts, taken every 20 ms for up
-// to 5 s (other queues' commits appear once the watcher re-read the checkpoints, once a 200 ms
-// period); the last one taken when none did. `take` takes a snapshot.
-template <class Shows, class Take>
-bq::topic_stats first_snapshot_that(Shows shows, Take take)
-{
-    const auto deadline = std::chrono::steady_clock::now() + 5s;
-    bq::topic_stats stats = take();
-    while (!shows(stats) && std::chrono::steady_clock::now() < deadline) {
-        std::this_thread::sleep_for(20ms);
-        stats = take();
-    }
-    return stats;
-}
-
 TEST_CASE("process-shared topic: statistics show what other queues appended and committed", "[mmap][process_shared]")
 {
     temporary_directory directory;
@@ -724,11 +694,7 @@ TEST_CASE("process-shared topic: statistics show what other queues appended and 
     auto audit = second->create_pull_consumer<std::string>(group("audit"));
     REQUIRE(consume_items(second, audit, 100).size() == 100);
     for (queue_runner* runner : {&first, &second}) {
-        const bq::topic_stats stats = first_snapshot_that(
-            [](const bq::topic_stats& taken) {
-                return committed_to_the_end(taken, {"g", "audit"});
-            },
-            [&] { return (*runner)->stats<std::string>("events"); });
+        const bq::topic_stats stats = (*runner)->stats<std::string>("events");
         CHECK(stats.produced == 100);
         for (std::size_t partition = 0; partition < 2; ++partition) {
             INFO("partition " << partition << (runner == &first ? " seen by the first queue" : " seen by the second"));
@@ -737,77 +703,6 @@ TEST_CASE("process-shared topic: statistics show what other queues appended and 
             CHECK(committed_in(stats, "audit", partition) == end);
         }
     }
-}
-
-// Fails (EIO) and names every file operation that the thread calling `watch` runs inside it; the
-// other threads' operations run as usual.
-class file_operations_of_this_thread {
-public:
-    file_operations_of_this_thread()
-        : hooks_({.before_operation =
-                      [this](bq::detail::file_operation operation, const std::string& path) {
-                          const std::lock_guard lock(mutex_);
-                          if (watched_ != std::this_thread::get_id()) {
-                              return 0;
-                          }
-                          seen_.push_back(std::string(bq::detail::operation_name(operation)) + " " + path);
-                          return EIO;
-                      },
-                  .after_flush = {}})
-    {
-    }
-
-    template <class Call>
-    auto watch(Call call)
-    {
-        set_watched(std::this_thread::get_id());
-        auto result = call();
-        set_watched(std::thread::id());
-        return result;
-    }
-
-    std::vector<std::string> seen() const
-    {
-        const std::lock_guard lock(mutex_);
-        return seen_;
-    }
-
-private:
-    void set_watched(std::thread::id thread)
-    {
-        const std::lock_guard lock(mutex_);
-        watched_ = thread;
-    }
-
-    mutable std::mutex mutex_;
-    std::thread::id watched_;              // guarded by mutex_; none: nothing is watched
-    std::vector<std::string> seen_;        // guarded by mutex_
-    bq::detail::scoped_file_hooks hooks_;  // declared last: removed first
-};
-
-TEST_CASE("process-shared topic: a statistics snapshot does no file I/O, and shows another queue's commits after "
-          "a watcher period",
-          "[mmap][process_shared]")
-{
-    temporary_directory directory;
-    queue_runner first;
-    queue_runner second;
-    first->add_topic(shared_topic(directory.path(), 2));
-    second->add_topic(shared_topic(directory.path(), 2));
-    auto producer = first->producer<std::string>("events");
-    for (std::size_t number = 0; number < 100; ++number) {
-        REQUIRE(producer.try_produce(record("p", number)));
-    }
-    // A group only the second queue has a consumer of, committed to the end.
-    auto audit = second->create_pull_consumer<std::string>(group("audit"));
-    REQUIRE(consume_items(second, audit, 100).size() == 100);
-    file_operations_of_this_thread operations;
-    const bq::topic_stats stats =
-        first_snapshot_that([](const bq::topic_stats& taken) { return committed_to_the_end(taken, {"audit"}); },
-                            [&] { return operations.watch([&] { return first->stats<std::string>("events"); }); });
-    CHECK(stats.produced == 100);
-    CHECK(committed_to_the_end(stats, {"audit"}));
-    CHECK(operations.seen() == std::vector<std::string>{});
 }
 
 TEST_CASE("process-shared topic: inspect reads and verifies a folder that queues hold open, and refuses group "

@@ -11,7 +11,6 @@
 #include "bufferqueue/storage/mmap/detail/mmap_log_reader.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_retention.hpp"
 #include "bufferqueue/storage/mmap/detail/mmap_segment_list.hpp"
-#include "bufferqueue/storage/mmap/detail/shared_group_listing.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <algorithm>
@@ -85,7 +84,6 @@ public:
         } else {
             create_group_folder(files_.offsets_folder(), escaped, start.offset, files_.access);
             groups_.emplace(std::string(group), start);
-            list_group(group, start.items);
         }
         Cursor& opened = cursors_.emplace_back();
         opened.group = std::string(group);
@@ -108,7 +106,6 @@ public:
         reader.committed_items.store(items, std::memory_order_release);
         reader.committed.store(next_offset, std::memory_order_release);
         groups_[reader.group] = {next_offset, items};
-        list_group(reader.group, items);
         retain(log_end);  // the commit stands from here on, whatever retention meets
     }
 
@@ -129,7 +126,6 @@ public:
             }
             const log_position position = position_of(*stored);
             groups_[std::string(group)] = position;
-            list_group(group, position.items);
             for (Cursor& each : cursors_) {
                 if (each.group == group) {
                     each.pulled_end.reset();
@@ -152,34 +148,9 @@ public:
     }
 
     /// Process-shared topics: other processes create groups and commit, so from now on
-    /// `stored_groups` reports what `refresh_listing` last read from disk (the groups found at open
-    /// until then), kept current by this process's own group creations, commits and removals, and
-    /// retention runs only through `retain_shared`. Call before the topic is built. Throws only
-    /// `std::bad_alloc`.
-    void share()
-    {
-        const std::lock_guard lock(mutex_);
-        shared_ = true;
-        for (const auto& [name, position] : groups_) {
-            listed_.set(name, position.items);
-        }
-    }
-
-    /// Process-shared topics: reads every group's checkpoint from disk again (other processes create,
-    /// commit and remove groups) for `stored_groups`; a group or checkpoint that cannot be read is
-    /// listed as this process last saw it. Called on the watcher thread, never by the statistics.
-    /// Never throws (without memory the listing stays as it was). Thread-safe (the groups lock).
-    void refresh_listing() noexcept
-    {
-        try {
-            const std::lock_guard lock(mutex_);
-            if (shared_ && !segments_.closed()) {
-                listed_.read(files_.offsets_folder(), segments_, groups_, earliest_.items);
-            }
-        } catch (...) {
-            // No memory for the listing: the statistics report the last one until the next refresh.
-        }
-    }
+    /// `stored_groups` reads the groups' checkpoints from disk, and retention runs only through
+    /// `retain_shared`. Call before the topic is built.
+    void share() noexcept { shared_ = true; }
 
     /// True when the topic deletes consumed segments (`max_retained_consumed_segments` is set).
     bool retains() const noexcept { return keep_.has_value(); }
@@ -227,17 +198,17 @@ public:
     }
 
     /// Every group the partition holds a checkpoint for (found on disk or created since), with its
-    /// committed position in items; after `share()`, as the last `refresh_listing` read them from
-    /// disk, with this process's changes since. No file I/O; thread-safe: the groups lock, which a
-    /// commit holds across its checkpoint write (after `share()` the listing's own short lock
-    /// instead); allocates; throws only `std::bad_alloc`.
+    /// committed position in items; after `share()`, as stored on disk now by any process (a group
+    /// or checkpoint that cannot be read is given as this process last saw it). Thread-safe (the
+    /// groups lock); allocates; throws only `std::bad_alloc`.
     std::vector<stored_group> stored_groups() const
     {
-        if (shared_) {
-            return listed_.list();  // the listing's own lock: never waits for a commit's file I/O
-        }
         std::vector<stored_group> listed;
         const std::lock_guard lock(mutex_);
+        if (shared_) {
+            list_groups_on_disk(listed);
+            return listed;
+        }
         listed.reserve(groups_.size());
         for (const auto& [name, position] : groups_) {
             listed.push_back({name, position.items});
@@ -254,7 +225,6 @@ public:
         if (const auto known = groups_.find(group); known != groups_.end()) {
             remove_group_folder(files_.offsets_folder(), escape_group_name(group));
             groups_.erase(known);
-            listed_.erase(group);
             cursors_.remove_if([group](const Cursor& each) { return each.group == group; });
             retain(log_end);  // the removal stands from here on, whatever retention meets
         }
@@ -285,15 +255,6 @@ private:
         }
     }
 
-    // Process-shared topics: `group` stands at `items` in the listing (this process changed it).
-    // Called with mutex_ held.
-    void list_group(std::string_view group, std::uint64_t items)
-    {
-        if (shared_) {
-            listed_.set(group, items);
-        }
-    }
-
     // Process-shared topics: takes over where another process's retention made the log start (the
     // writer dropped the segments below it). Called with mutex_ held.
     void adopt_retained_from(log_position retained_from) noexcept
@@ -320,6 +281,31 @@ private:
             stored.emplace(each.group, position_of(*each.offset));
         }
         groups_ = std::move(stored);
+    }
+
+    // stored_groups() of a process-shared partition: each group on disk with its checkpoint (an
+    // unreadable one as this process last saw it); when the folder cannot be listed, the groups this
+    // process knows. Called with mutex_ held.
+    void list_groups_on_disk(std::vector<stored_group>& listed) const
+    {
+        std::vector<stored_group_checkpoint> stored;
+        try {
+            stored = read_group_checkpoints(files_.offsets_folder());
+        } catch (const error&) {
+            for (const auto& [name, position] : groups_) {
+                listed.push_back({name, position.items});
+            }
+            return;
+        }
+        for (const stored_group_checkpoint& each : stored) {
+            const auto known = groups_.find(each.group);
+            const std::optional<std::uint64_t> items = each.offset ? segments_.items_at(*each.offset) : std::nullopt;
+            if (items || (each.offset && known == groups_.end())) {
+                listed.push_back({each.group, items.value_or(earliest_.items)});
+            } else if (known != groups_.end()) {
+                listed.push_back({each.group, known->second.items});
+            }
+        }
     }
 
     // A checkpoint another process wrote, with its item index counted in the log (the segments up to
@@ -377,12 +363,11 @@ private:
     mutable std::mutex mutex_;
     std::map<std::string, log_position, std::less<>> groups_;  // every persisted group; mutex_
     std::list<Cursor> cursors_;                                // guarded by mutex_
-    shared_group_listing listed_;                // shared: stored_groups(); changed under mutex_, read without it
-    log_position earliest_;                      // guarded by mutex_
-    retention_backlog deletions_;                // guarded by mutex_
-    std::atomic<std::uint64_t> earliest_items_;  // written under mutex_
-    std::atomic<std::uint64_t> maintenance_failures_{0};  // written under mutex_
-    bool shared_ = false;                                 // set by share(), before the topic is built
+    log_position earliest_;                                    // guarded by mutex_
+    retention_backlog deletions_;                              // guarded by mutex_
+    std::atomic<std::uint64_t> earliest_items_;                // written under mutex_
+    std::atomic<std::uint64_t> maintenance_failures_{0};       // written under mutex_
+    bool shared_ = false;                                      // set by share(), before the topic is built
 };
 
 }  // namespace bufferqueue::detail

@@ -141,10 +141,6 @@ public:
         checkpoints_.reload_group(group);
     }
 
-    /// Process-shared topics: re-reads every group's checkpoint for `stored_groups` (see
-    /// `mmap_checkpoint_store::refresh_listing`), on the watcher thread. Never throws.
-    void refresh_listing() noexcept override { checkpoints_.refresh_listing(); }
-
     cursor& open_cursor(std::string_view group)
     {
         if (!shared_) {

@@ -23,15 +23,13 @@
 namespace bufferqueue::detail {
 
 /// What the runtime calls on a partition of this process (implemented over `mmap_partition<T>` by
-/// the topic). None may throw.
+/// the topic). Both must not throw.
 class shared_partition_hooks {
 public:
     /// Publish what other processes appended; wake the partition's consumers when there is more.
     virtual void refresh() noexcept = 0;
     /// Re-read `group`'s committed position: the partition is about to go to a consumer here.
     virtual void reload_group(std::string_view group) noexcept = 0;
-    /// Re-read every group's checkpoint for the statistics (called after `refresh`, once a period).
-    virtual void refresh_listing() noexcept = 0;
 
 protected:
     ~shared_partition_hooks() = default;
@@ -47,8 +45,7 @@ protected:
 class shared_topic_runtime {
 public:
     /// How often the watcher looks without being woken, and the membership re-shares partitions
-    /// (the bound on how long a dead process's partitions wait for a survivor); also how often the
-    /// watcher re-reads the groups' checkpoints for the statistics.
+    /// (the bound on how long a dead process's partitions wait for a survivor).
     static constexpr std::chrono::milliseconds period{200};
 
     /// Takes the shared hold on `topic_folder` (waiting while another queue opens it), checks
@@ -108,7 +105,6 @@ private:
     struct registry {
         std::mutex mutex;
         std::map<std::size_t, shared_partition_hooks*> partitions;  // guarded by mutex
-        std::chrono::steady_clock::time_point listed_at{};          // last refresh_listing; mutex
 
         void refresh_all() noexcept;
         void reload(const std::string& group, std::size_t partition) noexcept;
