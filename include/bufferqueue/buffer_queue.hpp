@@ -189,9 +189,11 @@ public:
     /// index, every group's committed positions and lag, the produced and consumed counters and
     /// what waits now, in items on every backend (see `topic_stats`, docs/statistics.md). Reads the
     /// storage's statistics without a lock on the produce path (a short lock shared with group
-    /// registration, and each partition's waiter lock); allocates only the snapshot; never does
-    /// file I/O. A Kafka topic's snapshot asks its brokers: it blocks the calling thread up to the
-    /// topic's `admin_timeout`, except on the thread running the topic's io_context, where it
+    /// registration, and each partition's waiter lock); allocates only the snapshot. Does no file
+    /// I/O on memory and exclusive persistent topics; on a process-shared persistent topic it reads
+    /// the checkpoint file of every group of every partition (the groups other processes created
+    /// too), so call it off latency-sensitive executors there. A Kafka topic's snapshot asks its brokers: it blocks the
+    /// calling thread up to the topic's `admin_timeout`, except on the thread running the topic's io_context, where it
     /// reports the last numbers known (docs/kafka.md, "Statistics"). Throws `bufferqueue::error`:
     /// `errc::no_such_topic`, `errc::type_mismatch` (the message lists the item types the name is
     /// registered for). Works after `close()` too (the last positions). Thread-safe.
