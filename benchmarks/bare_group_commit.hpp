@@ -10,8 +10,8 @@
 // compares the library's four-process row with this one as well as with the floor.
 #pragma once
 
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/process_shared_sync.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/process_shared_sync.hpp"
 
 #include <sched.h>
 #include <sys/mman.h>

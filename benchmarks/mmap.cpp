@@ -6,7 +6,7 @@
 // serializer. Files go under $BUFFERQUEUE_BENCH_DIR (default: the working directory), which should
 // be on the disk being measured, not a tmpfs.
 #include "bufferqueue/bufferqueue.hpp"
-#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
 
 #include "bench_support.hpp"
 #include "mmap_support.hpp"

@@ -2,7 +2,7 @@
 // a scratch directory on the disk being measured.
 #pragma once
 
-#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
 
 #include <msgpack.hpp>
 #include <nlohmann/json.hpp>

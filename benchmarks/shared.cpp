@@ -7,7 +7,7 @@
 // measuring process opens anything; a round starts when the measuring process writes to their pipes
 // and ends when every one of them answered. Files go under $BUFFERQUEUE_BENCH_DIR (see mmap_support.hpp).
 #include "bufferqueue/bufferqueue.hpp"
-#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
 
 #include "bare_group_commit.hpp"
 #include "bench_support.hpp"

@@ -1,9 +1,9 @@
-// Test helpers for bufferqueue-inspect (tests/storage/mmap/inspect_test.cpp and
+// Test helpers for bufferqueue-inspect (tests/mmap/inspect_test.cpp and
 // tests/tools/inspect_tool_test.cpp): a data folder written by a real queue, and damage to it.
 #pragma once
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

@@ -2,7 +2,7 @@
 #pragma once
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 

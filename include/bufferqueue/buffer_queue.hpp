@@ -85,8 +85,8 @@ public:
 
     /// Registers a topic of any storage backend: `options` is the backend's options type, for which
     /// argument-dependent lookup finds `make_topic(Options, topic_context&)` (the `topic_options`
-    /// concept; see docs/backends.md). `memory_topic_options<T>` (storage/memory/memory_topic.hpp)
-    /// registers an in-memory topic; `mmap_topic_options<T>` (storage/mmap/mmap_topic.hpp) a
+    /// concept; see docs/backends.md). `memory_topic_options<T>` (memory/memory_topic.hpp)
+    /// registers an in-memory topic; `mmap_topic_options<T>` (mmap/mmap_topic.hpp) a
     /// persistent one stored under `options.data_directory`, recovering what a previous run left
     /// there. Throws `bufferqueue::error`: `errc::invalid_argument` naming the option at fault,
     /// `errc::topic_exists` when (T, name) is registered, `errc::closed`, and what the backend
@@ -108,7 +108,7 @@ public:
         static_assert(topic_options<Options>,
                       "buffer_queue::add_topic: no `bufferqueue::registered_topic make_topic(Options, "
                       "bufferqueue::topic_context&)` is found for this options type; include the backend's header "
-                      "(bufferqueue/storage/memory/memory_topic.hpp, bufferqueue/storage/mmap/mmap_topic.hpp, or "
+                      "(bufferqueue/memory/memory_topic.hpp, bufferqueue/mmap/mmap_topic.hpp, or "
                       "<bufferqueue/bufferqueue.hpp> for both), or declare make_topic in the namespace of the "
                       "options type (docs/backends.md)");
     }

@@ -5,6 +5,6 @@
 #pragma once
 
 #include "bufferqueue/core.hpp"
-#include "bufferqueue/storage/kafka/kafka_delivery_failure.hpp"
-#include "bufferqueue/storage/kafka/kafka_mock_cluster.hpp"
-#include "bufferqueue/storage/kafka/kafka_topic.hpp"
+#include "bufferqueue/kafka/kafka_delivery_failure.hpp"
+#include "bufferqueue/kafka/kafka_mock_cluster.hpp"
+#include "bufferqueue/kafka/kafka_topic.hpp"

@@ -3,6 +3,6 @@
 // Include <bufferqueue/core.hpp> (or <bufferqueue/bufferqueue.hpp>) for the registry and the handles.
 #pragma once
 
+#include "bufferqueue/mmap/mmap_topic.hpp"
 #include "bufferqueue/serialization/any_serializer.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"

@@ -336,7 +336,7 @@ std::map<std::size_t, std::vector<T>> drain(bq::pull_consumer<T>& consumer, asio
 /// On Kafka's mock a group of several members can rebalance more than once while they join; a later
 /// rebalance revokes batches already delivered, which go to the next owner again (at-least-once,
 /// docs/kafka.md "Pull consumers"), and the exactly-once checks of these cases would count them as
-/// duplicates. Kafka groups of several members: tests/storage/kafka/kafka_consumer_test.cpp.
+/// duplicates. Kafka groups of several members: tests/kafka/kafka_consumer_test.cpp.
 template <class Backend>
 constexpr std::size_t group_size(std::size_t count)
 {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "conformance/conformance_topic.hpp"
-#include "storage/kafka/kafka_test_support.hpp"
+#include "kafka/kafka_test_support.hpp"
 
 #include <bufferqueue/kafka.hpp>
 

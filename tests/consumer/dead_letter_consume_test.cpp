@@ -3,8 +3,8 @@
 // the record is in the dead-letter topic or still unread, never neither.
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/dead_letter.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

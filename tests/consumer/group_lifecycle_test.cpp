@@ -2,10 +2,10 @@
 // position, `remove_group` stops a group from pinning capacity and retention (and deletes its
 // checkpoints on a persistent topic), and creating a group is all or nothing.
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
-#include "bufferqueue/storage/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

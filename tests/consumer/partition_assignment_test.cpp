@@ -2,9 +2,9 @@
 // the topic face: assign_partitions / revoke_partitions): the consumer's set changes while it runs,
 // a parked consume follows it, a revoked partition is delivered by no later consume of its old
 // owner, and a delivered batch of a revoked partition cannot be committed and goes to the next owner.
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 #include "test_support.hpp"

@@ -3,7 +3,7 @@
 #include "bufferqueue/pull_consumer.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

@@ -4,9 +4,9 @@
 // wakes, a reassignment rebuilds the marks, and producers on several threads lose nothing.
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/consumer/detail/ready_set.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

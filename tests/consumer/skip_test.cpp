@@ -2,8 +2,8 @@
 // blocks its partition for the group (every consume fails on it again), under manual and auto
 // commit, across a restart, and the cases where there is nothing to skip.
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

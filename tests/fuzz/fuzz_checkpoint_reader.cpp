@@ -4,9 +4,9 @@
 // version-1 file (its little-endian bytes) or from exactly the 16 bytes a version-2 write of that
 // value produces (so a checksum that fails, or any other change, is caught); a folder name unescapes to a group whose
 // escaping gives the same folder name back, or throws.
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/group_path.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/group_path.hpp"
+#include "bufferqueue/mmap/detail/segment_format.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -4,10 +4,10 @@
 // partition must either fail with corrupt_data or succeed; a group reads records until the end,
 // and when no checkpoint vouches for anything, what it reads is exactly the prefix of valid records
 // an independent walk of the segments finds. Never a crash, a hang or a wrong item.
-#include "bufferqueue/storage/mmap/detail/mmap_partition.hpp"
+#include "bufferqueue/mmap/detail/mmap_partition.hpp"
 
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/segment_format.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -2,8 +2,8 @@
 // multiple of 8 bytes). Checks that validate_segment_header, read_record, is_segment_end,
 // scan_segment, is_record_boundary and normalize_offset never read outside the segment, agree with
 // each other, and that every record they accept really has a matching CRC-32C.
-#include "bufferqueue/storage/mmap/detail/crc32c.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/crc32c.hpp"
+#include "bufferqueue/mmap/detail/segment_format.hpp"
 
 #include "fuzz_support.hpp"
 

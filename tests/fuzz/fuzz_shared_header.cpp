@@ -8,11 +8,11 @@
 // or unusable, io_error for a segment the slot names that does not exist. A state the check lets
 // through must keep every position inside the segments. Never a crash, a hang, a write outside the
 // folder.
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/mmap_log_writer.hpp"
-#include "bufferqueue/storage/mmap/detail/mmap_segment_file.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/storage/mmap/detail/shared_topic_header.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/mmap_log_writer.hpp"
+#include "bufferqueue/mmap/detail/mmap_segment_file.hpp"
+#include "bufferqueue/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/shared_topic_header.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -3,9 +3,9 @@
 // or throws corrupt_data naming the file: options are accepted only from exactly the bytes that
 // writing them produces (so a checksum that fails, or any other change, is caught), with at least one
 // partition and a valid segment size.
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/detail/segment_format.hpp"
-#include "bufferqueue/storage/mmap/detail/topic_options_file.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/topic_options_file.hpp"
 
 #include "fuzz_support.hpp"
 

@@ -4,8 +4,8 @@
 #include "bufferqueue/push_consumer.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "push/push_test_support.hpp"

@@ -6,9 +6,9 @@
 
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 #include "bufferqueue/retry_backoff.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "push/push_test_support.hpp"

@@ -5,9 +5,9 @@
 // usable. (Other invalid options, zero partitions, batch size 0, too many consumers and
 // path-escaping names: buffer_queue_test.cpp and mmap_topic_test.cpp.)
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"

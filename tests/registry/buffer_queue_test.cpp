@@ -1,7 +1,7 @@
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 
 #include "catch.hpp"
 #include "test_support.hpp"

@@ -8,9 +8,9 @@
 //   Runs `cycles` kill cycles (default 200) or until `seconds` (default 60) have passed, whichever
 //   comes first; fails when a check fails or fewer than a quarter of the cycles ran.
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/mmap/detail/file.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/mmap/detail/file.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include <boost/asio/io_context.hpp>
 

@@ -21,8 +21,8 @@
 //   first; fails when a check fails or fewer than a quarter of the kills ran. The driver itself
 //   never opens the topic before the audit, so it forks from one thread only.
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include <boost/asio/io_context.hpp>
 

@@ -6,9 +6,9 @@
 //
 // usage: bufferqueue_soak [seconds] [directory]   (default 20 s in the system's temporary directory)
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
+#include "bufferqueue/mmap/mmap_topic.hpp"
 #include "bufferqueue/serialization/serializer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
-#include "bufferqueue/storage/mmap/mmap_topic.hpp"
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>

@@ -3,7 +3,7 @@
 // intercepts, so its checks stay in force) and counts only on a thread that armed it. The TSan build
 // leaves this file out: clang's static TSan runtime defines operator new itself.
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 

@@ -5,8 +5,8 @@
 #include "bufferqueue/pull_consumer.hpp"
 
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 

@@ -1,5 +1,5 @@
 #include "bufferqueue/buffer_queue.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include "catch.hpp"

@@ -4,10 +4,10 @@
 // threads only record what they see, and the test thread asserts after joining them.
 #include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/detail/thread_number.hpp"
+#include "bufferqueue/memory/detail/memory_partition.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
-#include "bufferqueue/storage/memory/detail/memory_partition.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include "catch.hpp"

@@ -1,8 +1,8 @@
 // Items given up by the producer (rvalues, owned batches) are moved into memory storage, never
 // copied; lvalues and spans are copied once; a try_produce that fails leaves its items as they were.
 #include "bufferqueue/buffer_queue.hpp"
+#include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
-#include "bufferqueue/storage/memory/memory_topic.hpp"
 
 #include "catch.hpp"
 #include "test_support.hpp"

@@ -1,15 +1,15 @@
 // bufferqueue-inspect: describe, verify, dump and edit the data folder of persistent (mmap) topics
 // without writing code (docs/inspect.md). This file only parses arguments and prints; the folder
-// logic is library code in include/bufferqueue/storage/mmap/inspect/.
+// logic is library code in include/bufferqueue/mmap/inspect/.
 //
 // Exit status: 0 success (verify: intact), 1 verify found problems, 2 usage error or bad input
 // (unknown command or option, missing folder, not a bufferqueue folder, unknown topic, partition or
 // group, offset out of range), 3 refused or failed (a queue holds the topic's lock, a damaged
 // partition, an I/O error).
 #include "bufferqueue/error.hpp"
-#include "bufferqueue/storage/mmap/inspect/folder_reader.hpp"
-#include "bufferqueue/storage/mmap/inspect/folder_verifier.hpp"
-#include "bufferqueue/storage/mmap/inspect/group_editor.hpp"
+#include "bufferqueue/mmap/inspect/folder_reader.hpp"
+#include "bufferqueue/mmap/inspect/folder_verifier.hpp"
+#include "bufferqueue/mmap/inspect/group_editor.hpp"
 
 #include "command_line.hpp"
 
