@@ -115,8 +115,8 @@ std::optional<untyped_batch> ring_reader::scan_marked(boost::system::error_code&
 {
     const std::span<const entry> entries = assignment_.current().entries();
     const std::size_t count = entries.size();
-    const auto has_data = [entries](std::size_t index) noexcept {
-        return entries[index].storage->has_data(entries[index].cursor);
+    const auto has_data = [entries](std::size_t index) noexcept {  // the entry's watcher is registered
+        return entries[index].storage->prepare_wait(entries[index].cursor);
     };
     std::size_t position = ring_position_;
     std::size_t passed = 0;  // positions of this rotation behind the scan

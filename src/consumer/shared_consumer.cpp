@@ -113,7 +113,7 @@ void shared_consumer::park(completion_ptr completion, delivery how)
         bool retry = is_closed();
         const std::span<const entry> entries = reader_.current().entries();
         for (std::size_t index = 0; !retry && index < entries.size(); ++index) {
-            if (entries[index].storage->has_data(entries[index].cursor)) {
+            if (entries[index].storage->prepare_wait(entries[index].cursor)) {
                 reader_.note_data(index);  // its producer's notify may not have marked it yet
                 retry = true;
             }

@@ -1,8 +1,10 @@
 // bufferqueue: how a storage partition wakes the consumers waiting on it when data arrives from
-// outside the process's producers (a broker, another process).
+// outside the process's producers (a broker, another process), and learns that one is about to wait.
 #pragma once
 
 #include "bufferqueue/detail/partition_signal.hpp"
+
+#include <concepts>
 
 namespace bufferqueue {
 
@@ -38,5 +40,39 @@ public:
 private:
     detail::partition_signal* signal_ = nullptr;
 };
+
+/// A partition told when a consumer is about to wait on one of its cursors, optional.
+/// `prepare_wait(cursor)` (noexcept, never blocks beyond a short lock) is called on the consumer's
+/// path after the consumer registered with the partition's waker and before it parks (also for each
+/// partition a ring scan found empty and will watch): the partition arranges that records arriving
+/// from outside from now on are followed by a `partition_waker::notify` (a process-shared mmap
+/// partition marks its shared slot, so that the next append of another process wakes this process's
+/// watcher, and wakes it itself when another process published more already), then returns
+/// `has_data(cursor)`. A consumer that gets false may sleep: it is woken for every record
+/// published after the call. Storage whose outside records always notify (a broker's fetch thread)
+/// and storage without outside records need not declare it; `prepare_wait(partition, cursor)`
+/// below then asks `has_data`. Called as often as `has_data` on a waiting consumer's path, so it
+/// costs no more than a few atomic operations when nothing changed.
+template <class Partition>
+concept waiting_partition = requires(Partition& partition, const typename Partition::cursor& cursor)
+{
+    {
+        partition.prepare_wait(cursor)
+    }
+    noexcept->std::same_as<bool>;
+};
+
+/// A consumer of `cursor` is about to wait on `partition`: `partition.prepare_wait(cursor)` for a
+/// `waiting_partition`, else `partition.has_data(cursor)`. Returns whether `pull` would return
+/// something now. Noexcept; thread-safety and cost those of the member it calls.
+template <class Partition>
+bool prepare_wait(Partition& partition, const typename Partition::cursor& cursor) noexcept
+{
+    if constexpr (waiting_partition<Partition>) {
+        return partition.prepare_wait(cursor);
+    } else {
+        return partition.has_data(cursor);
+    }
+}
 
 }  // namespace bufferqueue

@@ -220,7 +220,7 @@ concept group_listing_partition = requires(const Partition& partition)
 ///
 /// Threads: `append` may be called from many threads at once and must serialize internally. Each
 /// `cursor` (one consumer group's progress in this partition) is used by one consumer at a time;
-/// `pull`, `commit`, `release_batch` and `has_data` on different cursors run concurrently with each
+/// `pull`, `commit`, `release_batch`, `has_data` and `prepare_wait` on different cursors run concurrently with each
 /// other and with appends. `open_cursor`, `has_group` and `remove_group` are serialized by the topic
 /// (group registration) but run concurrently with appends and with the other cursors' calls.
 ///
@@ -252,8 +252,8 @@ concept group_listing_partition = requires(const Partition& partition)
 ///   for every group (capacity a bounded topic gives back; items that arrived another way, for
 ///   example from a broker, were never admitted and must not be counted). Throws on storage errors.
 /// - `release_batch(cursor)` (noexcept): the consumer no longer uses the span of its last pull.
-/// - `has_data(cursor)` (const, noexcept) says whether `pull` would return something now; called on
-///   the consumer's path before it waits, so it must not block.
+/// - `has_data(cursor)` (const, noexcept) says whether `pull` would return something now: a query,
+///   with no effect on the partition or on other processes. Must not block.
 /// - `close()` (noexcept) releases files, mappings and connections; later appends fail with
 ///   `errc::closed` and pulls return nothing. Called once, when the topic closes, possibly while
 ///   other threads still call in.
@@ -263,6 +263,10 @@ concept group_listing_partition = requires(const Partition& partition)
 ///   partition joins its topic, with the waker of the consumers waiting on it. A partition whose
 ///   records can arrive from outside (another process, a broker) calls `waker.notify()` after they
 ///   become visible to `has_data` and `pull`, so a waiting `consume()` wakes up.
+///
+/// - `bool prepare_wait(const cursor&) noexcept` (`waiting_partition` below): a consumer of the
+///   cursor announces that it is about to wait, and learns whether there is something to pull after
+///   all. Without it, `has_data` (`prepare_wait`, storage/partition_waker.hpp).
 ///
 /// - `void append_acknowledged(const item_source<T>&, std::size_t& handed, append_listener&)`
 ///   (`acknowledging_partition` below): appends that complete when the storage acknowledges them.

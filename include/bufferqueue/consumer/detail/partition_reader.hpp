@@ -63,6 +63,10 @@ public:
     virtual void release_batch(void* cursor) noexcept = 0;
     /// `storage.has_data(cursor)`: never blocks.
     virtual bool has_data(const void* cursor) const noexcept = 0;
+    /// `prepare_wait(storage, cursor)` (storage/partition_waker.hpp): the consumer is about to wait on
+    /// the partition (it registered with its signal); returns whether there is something to pull.
+    /// Never blocks.
+    virtual bool prepare_wait(const void* cursor) noexcept = 0;
     /// `storage.unreadable(cursor)` for a `skipping_partition`, else nothing.
     virtual std::optional<unreadable_record> unreadable(const void* cursor) const noexcept = 0;
     /// `storage.committed_items(cursor)`.

@@ -197,13 +197,18 @@ public:
 
     void release_batch(cursor&) noexcept {}
 
-    bool has_data(const cursor& reader) const noexcept
+    bool has_data(const cursor& reader) const noexcept { return reader_.has_data(reader); }
+
+    /// A consumer of `reader` is about to wait (`waiting_partition`): on a process-shared topic,
+    /// when nothing is readable, the next append of another process that publishes wakes this
+    /// process's watcher, which refreshes the partition and notifies its waker. Lock-free.
+    bool prepare_wait(const cursor& reader) noexcept
     {
         if (reader_.has_data(reader)) {
             return true;
         }
         if (shared_) {
-            writer_.note_consumer_waiting();  // the consumer may wait: appends of other processes wake it
+            writer_.note_consumer_waiting();
         }
         return false;
     }
@@ -300,6 +305,7 @@ private:
 
 static_assert(storage_partition<mmap_partition<std::string>, std::string>);
 static_assert(skipping_partition<mmap_partition<std::string>>);
+static_assert(waiting_partition<mmap_partition<std::string>>);
 
 }  // namespace bufferqueue::detail
 

@@ -18,8 +18,8 @@
 //      120    8 records before the flushed end
 //      128    8 published end, a logical offset: consumers may read the log before it
 //      136    8 records before the published end
-//      144    8 1 while a consumer of some process found nothing new and may wait: the next append
-//                that publishes takes it (back to 0) and wakes the watchers; 0 otherwise
+//      144    8 1 while a consumer of some process found nothing new and may wait (prepare_wait): the
+//                next append that publishes takes it (back to 0) and wakes the watchers; 0 otherwise
 //      152    8 flush event: a futex sequence and waiter count (process_shared_event), notified after
 //                an msync of the log by a process that claimed the flush target
 //      160    8 flush target, a logical offset: an msync of the log up to it is in flight (0: none)

@@ -113,6 +113,10 @@ public:
     {
         return storage.has_data(*static_cast<const cursor*>(position));
     }
+    bool prepare_wait(const void* position) noexcept override
+    {
+        return bufferqueue::prepare_wait(storage, *static_cast<const cursor*>(position));
+    }
     std::optional<unreadable_record> unreadable(const void* position) const noexcept override
     {
         if constexpr (skipping_partition<Partition>) {
