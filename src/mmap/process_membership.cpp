@@ -9,12 +9,11 @@
 namespace bufferqueue::detail {
 
 process_group_membership::process_group_membership(
-    std::string topic_folder, std::size_t partitions, process_shared_event event, std::chrono::nanoseconds period,
+    std::string topic_folder, std::size_t partitions, shared_wakeups wakeups,
     std::function<void(const std::string& group, std::size_t partition)> before_assign, file_access access)
-    : topic_folder_(std::move(topic_folder)), partitions_(partitions), event_(event),
+    : topic_folder_(std::move(topic_folder)), partitions_(partitions), wakeups_(wakeups),
       before_assign_(std::move(before_assign)), access_(access)
 {
-    watcher_.emplace(event_, period, [this] { rebalance_all(); });
 }
 
 process_group_membership::~process_group_membership()
@@ -69,60 +68,43 @@ void process_group_membership::partitions_let_go(const std::string& /*group*/) n
 
 void process_group_membership::notify_while_open() noexcept
 {
-    // Under mutex_: close() cannot return - and the topic unmap the header that holds the event -
+    // Under mutex_: close() cannot return - and the topic unmap the header that holds the words -
     // while a notification runs, and none follows it.
     if (!closed_) {
-        event_.notify();
+        wakeups_.notify_membership();
     }
 }
 
 void process_group_membership::close() noexcept
 {
     {
+        // Waits for a rebalance in progress; later ones see closed_ and do nothing.
         const std::lock_guard lock(mutex_);
         if (closed_) {
             return;
         }
         closed_ = true;
-    }
-    watcher_.reset();  // waits for a rebalance in progress
-    {
-        const std::lock_guard lock(mutex_);
         groups_.clear();  // every slot and lease is let go
     }
-    event_.notify();  // the other processes re-share at once
-}
-
-std::vector<std::size_t> process_group_membership::leased_partitions(const std::string& group) const
-{
-    const std::lock_guard lock(mutex_);
-    std::vector<std::size_t> leased;
-    if (const auto found = groups_.find(group); found != groups_.end()) {
-        for (const auto& [partition, lease] : found->second->partition_leases) {
-            leased.push_back(partition);
-        }
-    }
-    return leased;
+    wakeups_.notify_membership();  // the other processes re-share at once
 }
 
 void process_group_membership::rebalance_all() noexcept
 {
+    const std::lock_guard lock(mutex_);
+    if (closed_) {
+        return;
+    }
     bool released = false;
-    {
-        const std::lock_guard lock(mutex_);
-        if (closed_) {
-            return;
-        }
-        for (auto& [name, group] : groups_) {
-            try {
-                released = rebalance(name, *group) || released;
-            } catch (...) {
-                // A file error or a closed topic: the next wake-up or period tries again.
-            }
+    for (auto& [name, group] : groups_) {
+        try {
+            released = rebalance(name, *group) || released;
+        } catch (...) {
+            // A file error or a closed topic: the next wake-up or period tries again.
         }
     }
     if (released) {
-        event_.notify();  // a process waiting for a lease we let go takes it now
+        notify_while_open();  // a process waiting for a lease we let go takes it now
     }
 }
 

@@ -29,10 +29,11 @@ constexpr std::size_t slot_size_offset = 20;
 constexpr std::size_t partitions_offset = 24;
 constexpr std::size_t segment_size_offset = 32;
 constexpr std::size_t retention_offset = 40;
-constexpr std::size_t name_length_offset = 56;
-constexpr std::size_t name_offset = 60;
+constexpr std::size_t name_length_offset = 60;
+constexpr std::size_t name_offset = 64;
 static_assert(name_offset + layout::max_serializer_name == layout::header_size);
-static_assert(layout::wake_offset + process_shared_event::storage_size <= name_length_offset);
+static_assert(layout::wake_offset + shared_wakeups::storage_size <= name_length_offset);
+static_assert(layout::wake_offset % 4 == 0);
 
 template <class Integer>
 Integer load(const std::byte* bytes, std::size_t offset) noexcept
@@ -101,7 +102,18 @@ shared_header_fields check_shared_header(std::span<const std::byte> header, std:
         }
         throw corrupt("magic", shown, "not 42 51 53 48 41 52 45 00 (\"BQSHARE\\0\")");
     }
-    if (const auto version = load<std::uint32_t>(bytes, version_offset); version != layout::version) {
+    if (const auto version = load<std::uint32_t>(bytes, version_offset); version == 1) {
+        // Only a process that has the topic open now can have made it (the first opener makes the
+        // header anew), so a process of an older bufferqueue is running: its watchers and memberships
+        // would not hear this version's, nor this version theirs.
+        throw error(errc::invalid_argument,
+                    detail::format_message("{} is a version 1 shared header: a process of an older bufferqueue "
+                                           "has the process-shared topic open, and processes of both versions "
+                                           "cannot share it (this one uses version {}). Close the older "
+                                           "processes first; the header is made anew when every process closed "
+                                           "the topic",
+                                           path, layout::version));
+    } else if (version != layout::version) {
         throw corrupt("format version", std::to_string(version), detail::format_message("not {}", layout::version));
     }
     // Read once, atomically: the first opener stores it last, with release.
@@ -203,7 +215,7 @@ shared_topic_header::shared_topic_header(std::string_view topic, const std::stri
         store<std::uint64_t>(bytes, partitions_offset, options.partitions);
         store<std::uint64_t>(bytes, segment_size_offset, options.segment_size);
         store<std::uint64_t>(bytes, retention_offset, stored_retention(options.max_retained_consumed_segments));
-        process_shared_event::initialize(bytes + layout::wake_offset);
+        shared_wakeups::initialize(bytes + layout::wake_offset);
         store<std::uint32_t>(bytes, name_length_offset, static_cast<std::uint32_t>(name.size()));
         std::memcpy(bytes + name_offset, name.data(), name.size());
         for (std::uint64_t partition = 0; partition < options.partitions; ++partition) {
@@ -263,9 +275,9 @@ shared_log_slot shared_topic_header::log_slot(std::size_t partition) const
                            shared_log_slot::offset_in_slot);
 }
 
-process_shared_event shared_topic_header::wake_event() const noexcept
+shared_wakeups shared_topic_header::wakeups() const noexcept
 {
-    return process_shared_event(region_.data() + layout::wake_offset);
+    return shared_wakeups(region_.data() + layout::wake_offset);
 }
 
 }  // namespace bufferqueue::detail

@@ -26,7 +26,7 @@ shared_topic_runtime::~shared_topic_runtime()
 
 mmap_log_writer::shared_log_link shared_topic_runtime::link(std::size_t partition) const
 {
-    return {header_.append_lock(partition), header_.log_slot(partition), header_.wake_event(), header_.path()};
+    return {header_.append_lock(partition), header_.log_slot(partition), header_.wakeups().event(), header_.path()};
 }
 
 shared_topic_runtime::partition_guard::partition_guard(const shared_topic_runtime& runtime, std::size_t partition,
@@ -55,18 +55,32 @@ void shared_topic_runtime::detach(std::size_t partition) noexcept
     registry_->partitions.erase(partition);
 }
 
-std::shared_ptr<group_membership> shared_topic_runtime::make_membership() const
+std::shared_ptr<group_membership> shared_topic_runtime::make_membership()
 {
-    return std::make_shared<process_group_membership>(
-        folder_, partitions_, header_.wake_event(), period,
+    auto membership = std::make_shared<process_group_membership>(
+        folder_, partitions_, header_.wakeups(),
         [registry = registry_](const std::string& group, std::size_t partition) { registry->reload(group, partition); },
         access_);
+    membership_ = membership;
+    return membership;
 }
 
 void shared_topic_runtime::start()
 {
-    watcher_.emplace(header_.wake_event(), period, [registry = registry_] { registry->refresh_all(); });
+    watcher_.emplace(
+        header_.wakeups(), period, [registry = registry_] { registry->refresh_all(); },
+        [this] { rebalance_membership(); });
     lock_.finish_opening();
+}
+
+void shared_topic_runtime::rebalance_membership() const noexcept
+{
+    // Outside the registry's mutex: a rebalance re-reads checkpoints through it (reload). Should the
+    // topic have let go of the membership meanwhile, it ends here, on this thread (its close only
+    // lets go of files and notifies).
+    if (const std::shared_ptr<process_group_membership> membership = membership_.lock()) {
+        membership->rebalance_all();
+    }
 }
 
 void shared_topic_runtime::registry::refresh_all() noexcept

@@ -35,9 +35,9 @@ ROBUST_SHARED_MUTEX_KIND = 144  # PTHREAD_MUTEX_ROBUST_NORMAL_NP | the process-s
 
 def shared_header(partitions: int, segment_size: int, slots: list, state: int = 1,
                   serializer: bytes = b"bufferqueue::raw_serializer<int>") -> bytes:
-    head = b"BQSHARE\0" + struct.pack("<IIIIQQQIII", 1, state, 256, 256, partitions, segment_size, 0, 0, 0,
+    head = b"BQSHARE\0" + struct.pack("<IIIIQQQIIII", 2, state, 256, 256, partitions, segment_size, 0, 0, 0, 0,
                                        len(serializer))
-    head += serializer + b"\0" * (196 - len(serializer))
+    head += serializer + b"\0" * (192 - len(serializer))
     assert len(head) == 256
     return head + b"".join(slots)
 

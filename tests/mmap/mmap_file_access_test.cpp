@@ -83,7 +83,7 @@ std::string header_bytes_but_live_words(const fs::path& path)
     using layout = bq::detail::shared_header_layout;
     std::string bytes = file_bytes(path);
     REQUIRE(bytes.size() >= layout::header_size);
-    std::fill_n(bytes.begin() + layout::wake_offset, 8, '\0');
+    std::fill_n(bytes.begin() + layout::wake_offset, bq::detail::shared_wakeups::storage_size, '\0');
     for (std::size_t slot = layout::header_size; slot + layout::slot_size <= bytes.size(); slot += layout::slot_size) {
         std::fill_n(bytes.begin() + static_cast<std::ptrdiff_t>(slot), 64, '\0');
     }

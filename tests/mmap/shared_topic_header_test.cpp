@@ -15,6 +15,8 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -164,7 +166,36 @@ TEST_CASE("a file in place of the shared header is refused as corrupt, naming it
         error_from([&] { detail::shared_topic_header("orders", folder.string(), orders_options(), false); });
     REQUIRE(refused);
     CHECK(refused->code() == errc::corrupt_data);
-    CHECK(missing_from(refused->what(), {path, "not a version 1 shared header"}) == "");
+    CHECK(missing_from(refused->what(), {path, "not a version 2 shared header"}) == "");
+}
+
+TEST_CASE("a version 1 shared header, which a process of an older bufferqueue has open, is refused with a clear "
+          "error and changed by nobody but a first opener",
+          "[mmap][shared]")
+{
+    const temporary_directory folder;
+    std::string path;
+    {
+        const detail::shared_topic_header made("orders", folder.string(), orders_options(), true);
+        path = made.path();
+    }
+    std::vector<char> bytes = file_bytes(path);
+    REQUIRE(bytes.size() > 12);
+    const std::uint32_t old_version = 1;
+    std::memcpy(bytes.data() + 8, &old_version, sizeof old_version);
+    std::ofstream(path, std::ios::binary | std::ios::trunc)
+        .write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+
+    const auto refused =
+        error_from([&] { detail::shared_topic_header("orders", folder.string(), orders_options(), false); });
+    REQUIRE(refused);
+    CHECK(refused->code() == errc::invalid_argument);
+    CHECK(missing_from(refused->what(), {path, "version 1 shared header", "older bufferqueue", "version 2",
+                                         "Close the older processes"}) == "");
+    CHECK(file_bytes(path) == bytes);
+    // Once no process has the topic open, the first opener makes it anew, at this version.
+    CHECK_NOTHROW(detail::shared_topic_header("orders", folder.string(), orders_options(), true));
+    CHECK_NOTHROW(detail::shared_topic_header("orders", folder.string(), orders_options(), false));
 }
 
 TEST_CASE("the append lock of a process killed while holding it passes to the next process, which is told",
@@ -232,12 +263,12 @@ TEST_CASE("a process-shared event wakes a waiter in another process, and a wait 
 {
     const temporary_directory folder;
     const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
-    auto event = header.wake_event();
+    auto event = header.wakeups().event();
     const std::uint32_t seen = event.sequence();
     const signal_pipe waiting;
     child_process waiter([&] {
         const detail::shared_topic_header mapped("orders", folder.string(), orders_options(), false);
-        auto shared_event = mapped.wake_event();
+        auto shared_event = mapped.wakeups().event();
         waiting.send();
         // Ten seconds stand for "never": a missed wake-up fails the test instead of hanging it.
         return shared_event.wait(seen, std::chrono::seconds(10)) ? 0 : 1;
@@ -262,7 +293,7 @@ TEST_CASE("a process's watcher hears another process's notification and calls ba
             return 2;
         }
         const detail::shared_topic_header mapped("orders", folder.string(), orders_options(), false);
-        mapped.wake_event().notify();
+        mapped.wakeups().event().notify();
         return 0;
     });
     std::mutex mutex;
@@ -270,11 +301,14 @@ TEST_CASE("a process's watcher hears another process's notification and calls ba
     int calls = 0;
     {
         // A period of an hour: only a notification can call back within the test's wait.
-        const detail::shared_topic_watcher watcher(header.wake_event(), std::chrono::hours(1), [&] {
-            const std::lock_guard lock(mutex);
-            ++calls;
-            called.notify_all();
-        });
+        const detail::shared_topic_watcher watcher(
+            header.wakeups(), std::chrono::hours(1),
+            [&] {
+                const std::lock_guard lock(mutex);
+                ++calls;
+                called.notify_all();
+            },
+            [] {});
         REQUIRE(go.send());
         CHECK(notifier.wait() == 0);
         std::unique_lock lock(mutex);
@@ -290,16 +324,94 @@ TEST_CASE("a watcher calls back once per period when nothing is notified, and st
     const temporary_directory folder;
     const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
     std::atomic<int> calls{0};
+    std::atomic<int> membership_calls{0};
     {
-        const detail::shared_topic_watcher watcher(header.wake_event(), std::chrono::milliseconds(5),
-                                                   [&] { calls.fetch_add(1); });
-        while (calls.load() < 3) {
+        const detail::shared_topic_watcher watcher(
+            header.wakeups(), std::chrono::milliseconds(5), [&] { calls.fetch_add(1); },
+            [&] { membership_calls.fetch_add(1); });
+        while (calls.load() < 3 || membership_calls.load() < 3) {
             std::this_thread::sleep_for(std::chrono::milliseconds(5));
         }
     }
     const int after_stop = calls.load();
+    const int membership_after_stop = membership_calls.load();
     std::this_thread::sleep_for(std::chrono::milliseconds(30));
     CHECK(calls.load() == after_stop);  // the thread ended with the watcher
+    CHECK(membership_calls.load() == membership_after_stop);
+}
+
+// Issue 52: an append wakes the watchers to publish it, but re-shares no group (that lists the lease
+// folder and try-locks every member file); a membership change, in any process, does both.
+TEST_CASE("a watcher re-shares the groups after a membership notification, not after an append's", "[mmap][shared]")
+{
+    const temporary_directory folder;
+    const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
+    std::atomic<int> appends{0};
+    std::atomic<int> memberships{0};
+    const auto heard = [](const std::atomic<int>& calls, int at_least) {
+        // Ten seconds stand for "never": a missed wake-up fails the test instead of hanging it.
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+        while (calls.load() < at_least && std::chrono::steady_clock::now() < deadline) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        return calls.load() >= at_least;
+    };
+    const signal_pipe go;
+    // Forked before the watcher's thread starts.
+    child_process member([&] {
+        if (!go.receive()) {
+            return 2;
+        }
+        const detail::shared_topic_header mapped("orders", folder.string(), orders_options(), false);
+        mapped.wakeups().notify_membership();
+        return 0;
+    });
+    {
+        // A period of an hour: only a notification can call back within the test.
+        const detail::shared_topic_watcher watcher(
+            header.wakeups(), std::chrono::hours(1), [&] { appends.fetch_add(1); }, [&] { memberships.fetch_add(1); });
+        for (int append = 1; append <= 20; ++append) {
+            header.wakeups().event().notify();  // what a writer does after it published for a waiting consumer
+            REQUIRE(heard(appends, append));
+        }
+        CHECK(memberships.load() == 0);
+
+        REQUIRE(go.send());
+        CHECK(member.wait() == 0);
+        CHECK(heard(memberships, 1));
+        CHECK(appends.load() >= 21);  // a membership change publishes appends too
+    }
+}
+
+// Issue 52: the membership's period is the bound on how long a member that died unnoticed keeps its
+// partitions; appends that keep the watcher awake must not postpone it.
+TEST_CASE("a watcher re-shares the groups once per period even while appends keep waking it", "[mmap][shared]")
+{
+    const temporary_directory folder;
+    const detail::shared_topic_header header("orders", folder.string(), orders_options(), true);
+    std::atomic<int> memberships{0};
+    std::atomic<bool> stop{false};
+    const auto started = std::chrono::steady_clock::now();
+    std::chrono::steady_clock::duration third_after{};
+    {
+        const detail::shared_topic_watcher watcher(
+            header.wakeups(), std::chrono::milliseconds(20), [] {}, [&] { memberships.fetch_add(1); });
+        std::thread appender([&] {
+            while (!stop.load()) {
+                header.wakeups().event().notify();
+                std::this_thread::sleep_for(std::chrono::microseconds(200));
+            }
+        });
+        // Ten seconds stand for "never".
+        while (memberships.load() < 3 && std::chrono::steady_clock::now() - started < std::chrono::seconds(10)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        }
+        third_after = std::chrono::steady_clock::now() - started;
+        stop.store(true);
+        appender.join();
+    }
+    CHECK(memberships.load() >= 3);
+    CHECK(third_after < std::chrono::seconds(2));  // three periods of 20 ms, not "never"
 }
 
 }  // namespace shared_topic_header_test

@@ -6,17 +6,14 @@
 
 #include "bufferqueue/mmap/detail/file_handle.hpp"
 #include "bufferqueue/mmap/detail/group_leases.hpp"
-#include "bufferqueue/mmap/detail/process_shared_sync.hpp"
 #include "bufferqueue/mmap/detail/shared_topic_watcher.hpp"
 #include "bufferqueue/storage/group_membership.hpp"
 
-#include <chrono>
 #include <cstddef>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <vector>
 
@@ -30,25 +27,28 @@ namespace bufferqueue::detail {
 /// processes never read one partition at once. `consumers_created` rebalances the group before it
 /// returns, taking every lease of the new consumers' share that no live process holds (all of it
 /// when the group has no other live member; a dead process's leases the kernel released), so they
-/// own that share when their creation returns. Later rebalances run on one watcher thread, after
-/// every join, close, let-go and notification of `event` by any process, and at least once per
-/// `period` - the bound on how long a dead process's partitions (whose leases the kernel released)
-/// wait, and how a share that live members of other processes still held arrives once they let go.
+/// own that share when their creation returns. Later rebalances run in `rebalance_all`, which the
+/// topic's one watcher (shared_topic_watcher.hpp, driven by shared_topic_runtime) calls after every
+/// membership notification by any process - each join, close and let-go advances the membership
+/// sequence of `wakeups` (`notify_membership`), and so does a rebalance that released a lease - and at
+/// least once per `shared_topic_runtime::period` - the bound on how long a dead process's partitions
+/// (whose leases the kernel released) wait, and how a share that live members of other processes
+/// still held arrives once they let go. Appends do not rebalance (they move the wake-up sequence only).
 ///
 /// Thread-safety: every member may be called from any thread; one mutex guards the state, and the
-/// port is called under it (the port never calls back). Nothing notifies `event` once `close()`
-/// returned (the topic unmaps it then): consumers that close or let go after it change nothing. `before_assign(group,
-/// partition)` runs on the watcher thread or in `consumers_created`, under that mutex, after the lease was taken and
-/// before the partition is assigned (the mmap topic re-reads the group's committed position there); it must not throw.
-/// The lease files and folders it creates are made for `access` (group_leases.hpp).
+/// port is called under it (the port never calls back). Nothing notifies `wakeups` once `close()`
+/// returned (the topic unmaps them then): consumers that close or let go after it change nothing.
+/// `before_assign(group, partition)` runs in `rebalance_all` or `consumers_created`, under that mutex,
+/// after the lease was taken and before the partition is assigned (the mmap topic re-reads the
+/// group's committed position there); it must not throw. The lease files and folders it creates are
+/// made for `access` (group_leases.hpp).
 class process_group_membership final : public group_membership {
 public:
-    process_group_membership(std::string topic_folder, std::size_t partitions, process_shared_event event,
-                             std::chrono::nanoseconds period,
+    process_group_membership(std::string topic_folder, std::size_t partitions, shared_wakeups wakeups,
                              std::function<void(const std::string& group, std::size_t partition)> before_assign = {},
                              file_access access = file_access::owner);
 
-    /// Stops the watcher and lets go of every slot and lease.
+    /// Lets go of every slot and lease (`close`).
     ~process_group_membership() override;
 
     void bind(membership_port port) noexcept override;
@@ -61,8 +61,12 @@ public:
     void partitions_let_go(const std::string& group) noexcept override;
     void close() noexcept override;
 
-    /// The partitions whose leases this process holds for `group`, ascending (for tests and tools).
-    std::vector<std::size_t> leased_partitions(const std::string& group) const;
+    /// Re-shares every group (see the class comment): revokes what is no longer this process's,
+    /// releases the leases nobody here uses any more (then notifies a membership change), takes the
+    /// leases of this process's share that no live process holds and assigns them. A group whose
+    /// lease files fail is tried again on the next call. Does nothing after `close`. Called by the
+    /// topic's watcher thread; waits for the mutex. Never throws.
+    void rebalance_all() noexcept;
 
 private:
     struct group_state {
@@ -73,20 +77,18 @@ private:
         std::map<std::size_t, std::size_t> assigned;        // by partition: the consumer given it
     };
 
-    void notify_while_open() noexcept;  // caller holds mutex_; notifies `event_` unless closed
-    void rebalance_all() noexcept;
+    void notify_while_open() noexcept;  // caller holds mutex_; notifies a membership change unless closed
     bool rebalance(const std::string& name, group_state& group);  // caller holds mutex_; true when it let go of a lease
 
     const std::string topic_folder_;
     const std::size_t partitions_;
-    process_shared_event event_;
+    const shared_wakeups wakeups_;
     const std::function<void(const std::string&, std::size_t)> before_assign_;
     const file_access access_;
     mutable std::mutex mutex_;
     membership_port port_;                                        // guarded by mutex_
     std::map<std::string, std::unique_ptr<group_state>> groups_;  // guarded by mutex_
     bool closed_ = false;                                         // guarded by mutex_
-    std::optional<shared_topic_watcher> watcher_;                 // last: stopped first
 };
 
 }  // namespace bufferqueue::detail

@@ -8,17 +8,18 @@
 //
 //   offset size field
 //        0    8 magic "BQSHARE\0" (42 51 53 48 41 52 45 00)
-//        8    4 format version, 1
+//        8    4 format version, 2 (version 1 had no membership sequence and a 196-byte name)
 //       12    4 state: 1 once the first opener made it (0 while it writes it)
 //       16    4 header size, 256 (where partition slot 0 starts)
 //       20    4 partition slot size, 256
 //       24    8 partitions
 //       32    8 segment size in bytes
 //       40    8 retention: max_retained_consumed_segments + 1, or 0 when segments are never deleted
-//       48    4 wake-up sequence (a futex word, advanced after appends)
+//       48    4 wake-up sequence (a futex word, advanced after appends and membership changes)
 //       52    4 wake-up waiters (threads sleeping on the sequence)
-//       56    4 serializer name length N, at most 196
-//       60  196 serializer name (N bytes, then zeros): the type of the topic's serializer
+//       56    4 membership sequence (advanced before the wake-up sequence after a membership change)
+//       60    4 serializer name length N, at most 192
+//       64  192 serializer name (N bytes, then zeros): the type of the topic's serializer
 //
 // Partition slot p, at 256 + p * 256:
 //
@@ -30,6 +31,7 @@
 #include "bufferqueue/mmap/detail/file_mapping.hpp"
 #include "bufferqueue/mmap/detail/process_shared_sync.hpp"
 #include "bufferqueue/mmap/detail/shared_log_slot.hpp"
+#include "bufferqueue/mmap/detail/shared_topic_watcher.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -52,10 +54,12 @@ struct shared_topic_options {
 /// Sizes and offsets of the layout above.
 struct shared_header_layout {
     static constexpr std::string_view file_name = "shared.header";
-    static constexpr std::uint32_t version = 1;
+    static constexpr std::uint32_t version = 2;
     static constexpr std::size_t header_size = 256;
     static constexpr std::size_t slot_size = 256;
-    static constexpr std::size_t max_serializer_name = 196;
+    static constexpr std::size_t max_serializer_name = 192;
+    /// Where the wake-up words start (`shared_wakeups`, `shared_wakeups::storage_size` bytes): words
+    /// every queue that has the topic open changes while it runs.
     static constexpr std::size_t wake_offset = 48;
 
     /// The file's size for `partitions` partitions.
@@ -76,8 +80,11 @@ struct shared_header_fields {
 /// Checks the first `shared_header_layout::header_size` bytes of a shared header whose file has
 /// `file_size` bytes, as a process that did not make it must before it trusts them: magic, version,
 /// state, sizes, partitions (at least 1, with a slot for each in the file), segment size, serializer
-/// name (its length, zeros after it). Returns the fields. Throws `error(errc::corrupt_data)`
-/// naming `path`, the field and its value. Never writes.
+/// name (its length, zeros after it). Returns the fields. Throws `error(errc::invalid_argument)`
+/// naming `path` when it is a version 1 header (a process of an older bufferqueue has the topic open:
+/// processes of both versions cannot share it; see docs/mmap-format.md), and
+/// `error(errc::corrupt_data)` naming `path`, the field and its value for anything else it does not
+/// accept. Never writes.
 shared_header_fields check_shared_header(std::span<const std::byte> header, std::uint64_t file_size,
                                          const std::string& path);
 
@@ -98,7 +105,8 @@ public:
     /// `error(errc::invalid_argument)` naming the option, both values, the topic and the folder,
     /// and changes nothing. Throws `error(errc::corrupt_data)` naming the file, the field and its
     /// value when it is not a shared header of this version that a queue made (check_shared_header,
-    /// check_shared_slots), and `error(errc::io_error)` for OS failures. A header it creates gets
+    /// check_shared_slots), `error(errc::invalid_argument)` when a process of an older version made it
+    /// (check_shared_header), and `error(errc::io_error)` for OS failures. A header it creates gets
     /// `file_permissions(access)` less the umask; an existing one that belongs to another user is
     /// refused before it is changed or mapped, unless `access` is `file_access::group_write`
     /// (whoever owns it can rewrite it and stop every process that appends):
@@ -124,8 +132,9 @@ public:
     /// (check_shared_log_state) before using it: another process wrote it.
     shared_log_slot log_slot(std::size_t partition) const;
 
-    /// The topic's wake-up event: appenders notify it, each process's watcher waits on it.
-    process_shared_event wake_event() const noexcept;
+    /// The topic's wake-up words: appenders notify appends, memberships notify their changes, each
+    /// process's one watcher waits on them (shared_topic_watcher.hpp).
+    shared_wakeups wakeups() const noexcept;
 
 private:
     std::string topic_;

@@ -1,6 +1,7 @@
 // Internal: what a process-shared persistent topic holds while it is open (issue 27): the shared
-// hold on its folder, the shared header, the watcher that publishes other processes' appends to
-// this process's consumers, and the consumer-group membership shared with the other processes. See
+// hold on its folder, the shared header, the one watcher that publishes other processes' appends to
+// this process's consumers and re-shares the consumer groups when the membership changed, and the
+// consumer-group membership shared with the other processes. See
 // docs/mmap-storage.md, "Process-shared topics", and docs/design/process-shared-topics.md.
 #pragma once
 
@@ -22,6 +23,8 @@
 
 namespace bufferqueue::detail {
 
+class process_group_membership;
+
 /// What the runtime calls on a partition of this process (implemented over `mmap_partition<T>` by
 /// the topic). Both must not throw.
 class shared_partition_hooks {
@@ -40,12 +43,15 @@ protected:
 /// `share` each partition through `link` and `attach` its hooks, then `start`. Destroying it stops
 /// the watcher and lets go of the folder; every partition must have detached (its close) before.
 ///
-/// Thread-safety: `attach`, `detach` and the watcher's calls are serialized by one mutex; a
-/// partition's hooks are never called once `detach` returned.
+/// Thread-safety: `attach`, `detach` and the watcher's calls of the partitions' hooks are serialized
+/// by one mutex; a partition's hooks are never called once `detach` returned. The watcher re-shares
+/// the groups of the membership `make_membership` made (without that mutex) until the membership
+/// closes or is destroyed.
 class shared_topic_runtime {
 public:
-    /// How often the watcher looks without being woken, and the membership re-shares partitions
-    /// (the bound on how long a dead process's partitions wait for a survivor).
+    /// How often the watcher looks without being woken, and re-shares partitions without a
+    /// membership notification (the bound on how long a dead process's partitions wait for a
+    /// survivor).
     static constexpr std::chrono::milliseconds period{200};
 
     /// Takes the shared hold on `topic_folder` (waiting while another queue opens it), checks
@@ -94,8 +100,9 @@ public:
     void detach(std::size_t partition) noexcept;
 
     /// The consumer-group membership shared with the other processes (process_membership.hpp),
-    /// re-reading a group's checkpoint through the partition's hooks before it assigns a partition.
-    std::shared_ptr<group_membership> make_membership() const;
+    /// re-reading a group's checkpoint through the partition's hooks before it assigns a partition;
+    /// the watcher re-shares its groups. Call once, before `start`. Throws `std::bad_alloc`.
+    std::shared_ptr<group_membership> make_membership();
 
     /// Starts the watcher and lets other queues open the folder. Throws `std::system_error` when
     /// the thread cannot start.
@@ -110,6 +117,8 @@ private:
         void reload(const std::string& group, std::size_t partition) noexcept;
     };
 
+    void rebalance_membership() const noexcept;  // on the watcher's thread
+
     std::string folder_;
     std::size_t partitions_ = 0;
     file_access access_ = file_access::owner;
@@ -117,7 +126,8 @@ private:
     std::optional<stored_topic_options> options_to_store_;  // checked after the lock, before the header
     shared_topic_header header_;
     std::shared_ptr<registry> registry_ = std::make_shared<registry>();
-    std::optional<shared_topic_watcher> watcher_;  // last: stopped first
+    std::weak_ptr<process_group_membership> membership_;  // set before start(); the topic owns it
+    std::optional<shared_topic_watcher> watcher_;         // last: stopped first
 };
 
 }  // namespace bufferqueue::detail
