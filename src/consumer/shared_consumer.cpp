@@ -29,13 +29,13 @@ consume_attempt shared_consumer::begin_consume(bool will_wait)
         return attempt;
     }
     reader_.release_held_batch();
-    attempt.delivered = reader_.scan(attempt.error);
-    if (attempt.delivered || attempt.error || !will_wait) {
+    const bool delivered = reader_.scan(attempt.delivered, attempt.error);
+    if (delivered || attempt.error || !will_wait) {
         record_outcome(attempt.error);
         if (attempt.error) {
             attempt.error_detail = std::exchange(reader_.failure_detail(), {});
         }
-        end_operation(attempt.delivered.has_value());
+        end_operation(delivered);
     }
     return attempt;  // neither delivered nor failed, and will_wait: the caller waits
 }
@@ -127,9 +127,9 @@ void shared_consumer::park(completion_ptr completion, delivery how)
             return;
         }
         boost::system::error_code error;
-        auto delivered = reader_.scan(error);
-        if (delivered || error) {
-            finish(std::move(completion), error, delivered.value_or(untyped_batch()), how);
+        untyped_batch delivered;
+        if (reader_.scan(delivered, error) || error) {
+            finish(std::move(completion), error, delivered, how);
             return;
         }
     }
@@ -143,9 +143,9 @@ void shared_consumer::resume(completion_ptr completion)
         return;
     }
     boost::system::error_code error;
-    auto delivered = reader_.scan(error);
-    if (delivered || error) {
-        finish(std::move(completion), error, delivered.value_or(untyped_batch()), delivery::dispatch);
+    untyped_batch delivered;
+    if (reader_.scan(delivered, error) || error) {
+        finish(std::move(completion), error, delivered, delivery::dispatch);
         return;
     }
     park(std::move(completion), delivery::dispatch);

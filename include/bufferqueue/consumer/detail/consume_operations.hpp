@@ -52,8 +52,8 @@ struct untyped_consume_step {
     std::optional<std::tuple<boost::system::error_code, untyped_batch>> attempt()
     {
         consume_attempt attempt = state->begin_consume(true);
-        if (attempt.error || attempt.delivered) {
-            return std::tuple(attempt.error, attempt.delivered.value_or(untyped_batch()));
+        if (attempt.error || attempt.has_batch()) {
+            return std::tuple(attempt.error, attempt.delivered);
         }
         return std::nullopt;
     }
@@ -239,8 +239,8 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
     if (attempt.error) {
         throw boost::system::system_error(attempt.error);
     }
-    if (attempt.delivered) {
-        co_return attempt.delivered->template typed<T>();
+    if (attempt.has_batch()) {
+        co_return attempt.delivered.template typed<T>();
     }
     untyped_batch waited = co_await awaited_untyped_wait<Executor>(std::move(state));
     co_return waited.template typed<T>();
