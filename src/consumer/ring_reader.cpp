@@ -94,22 +94,6 @@ boost::system::error_code ring_reader::skip(skipped_record& skipped)
     return result;
 }
 
-void ring_reader::adopt_while_idle(operation_flag& busy, std::vector<std::size_t>& released)
-{
-    while (assignment_.reassigned() && busy.try_adopt()) {
-        adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
-        busy.end();
-    }
-}
-
-void ring_reader::adopt_between_operations(operation_flag& busy) noexcept
-{
-    while (assignment_.reassigned() && busy.try_begin_once() == operation_flag::attempt::taken) {
-        adopt_if_reassigned();
-        busy.end();
-    }
-}
-
 bool ring_reader::scan_marked(untyped_batch& delivered, boost::system::error_code& error)
 {
     const std::span<const entry> entries = assignment_.current().entries();

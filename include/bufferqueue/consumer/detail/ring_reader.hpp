@@ -3,7 +3,6 @@
 
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
-#include "bufferqueue/consumer/detail/operation_flag.hpp"
 #include "bufferqueue/consumer/detail/partition_reader.hpp"
 #include "bufferqueue/consumer/detail/ready_set.hpp"
 #include "bufferqueue/error.hpp"
@@ -24,7 +23,8 @@
 namespace bufferqueue::detail {
 
 /// Reads a consumer's partitions as a ring, so each readable partition gets one pull per rotation,
-/// and commits what it delivered. Belongs to the thread owning the consumer's operation, except
+/// and commits what it delivered; it takes no part in who owns the consumer's operation
+/// (`operation_state`, held by its consumer). Belongs to the thread owning that operation, except
 /// `assignment()`'s thread-safe members. The scan allocates nothing and takes no lock while the
 /// set does not change (one atomic load per rotation), except on sets of `ready_set::threshold`
 /// partitions or more: there it pulls only the partitions its `ready_set` marks, and partitions it
@@ -100,16 +100,6 @@ public:
             adopt_latest([this](std::size_t partition) { report_released(partition); });
         }
     }
-
-    /// On the reassigning thread, for a consumer with no operation in progress: adopts sets
-    /// published for it while `busy` is free, taking `busy` for each adoption (`try_adopt`);
-    /// appends the partitions let go to `released` (the caller hands them on, outside this call).
-    void adopt_while_idle(operation_flag& busy, std::vector<std::size_t>& released);
-
-    /// Right after an operation gave `busy` back: adopts a set published while it ran, as an
-    /// operation of its own, so the membership hears at once of the partitions let go (that may
-    /// take the group lock: an adoption never blocks). Gives way to any other holder of `busy`.
-    void adopt_between_operations(operation_flag& busy) noexcept;
 
     /// Makes the latest published set current and restarts the ring at its first partition (the
     /// old position may lie past the new set's end); `released(partition)` gets each partition let
