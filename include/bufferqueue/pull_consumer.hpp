@@ -142,7 +142,7 @@ public:
         if (!attempt.has_batch()) {
             return std::nullopt;
         }
-        return attempt.delivered.template typed<T>();
+        return detail::typed_batch<T>(attempt.delivered);
     }
 
     /// Commits the most recently delivered batch (manual commit). Signature

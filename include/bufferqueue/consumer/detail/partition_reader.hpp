@@ -3,7 +3,6 @@
 // is compiled once in src/ instead of once per item type and backend in every user's file (issue 29).
 #pragma once
 
-#include "bufferqueue/batch.hpp"
 #include "bufferqueue/storage/storage.hpp"
 
 #include <cstddef>
@@ -17,8 +16,8 @@ namespace bufferqueue::detail {
 /// handle: `count` objects of the consumer's item type at `items` (a `pull_result<T>`'s items), their
 /// `offsets` when the storage reports them, `next_offset` (the position a commit of the batch
 /// stores) and `more_ready` (the pull's hint), and the `partition` the consumer read them from
-/// (set by the consumer, not the pull). `typed<T>()` is the batch the user receives; `T` must be the
-/// consumer's item type (the registry checks it when it creates the handle). A view; never allocates.
+/// (set by the consumer, not the pull). The typed handle turns it into the user's `batch<T>`
+/// (`typed_batch<T>`, consume_operations.hpp). A view; never allocates.
 struct untyped_batch {
     const void* items = nullptr;
     std::size_t count = 0;
@@ -26,12 +25,6 @@ struct untyped_batch {
     std::span<const std::uint64_t> offsets{};
     std::uint64_t next_offset = 0;
     bool more_ready = false;
-
-    template <class T>
-    batch<T> typed() const noexcept
-    {
-        return batch<T>(std::span<const T>(static_cast<const T*>(items), count), partition, offsets);
-    }
 };
 
 class partition_reader;
