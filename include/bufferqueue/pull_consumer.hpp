@@ -139,10 +139,10 @@ public:
                 detail::format_message("{}: {}", describe(),
                                        attempt.error_detail.empty() ? attempt.error.message() : attempt.error_detail));
         }
-        if (!attempt.delivered) {
+        if (!attempt.has_batch()) {
             return std::nullopt;
         }
-        return attempt.delivered->template typed<T>();
+        return detail::typed_batch<T>(attempt.delivered);
     }
 
     /// Commits the most recently delivered batch (manual commit). Signature

@@ -11,35 +11,34 @@ ring_reader::ring_reader(const consumer_context& context, std::string group, boo
     rebuild_ready_set();
 }
 
-std::optional<untyped_batch> ring_reader::scan(boost::system::error_code& error)
+bool ring_reader::scan(untyped_batch& delivered, boost::system::error_code& error)
 {
     failure_detail_.clear();  // a detail left by an earlier (awaited) scan must not describe this one
     failed_pull_ = false;
     more_ready_.store(false, std::memory_order_relaxed);
     adopt_if_reassigned();
     if (ready_) {
-        return scan_marked(error);
+        return scan_marked(delivered, error);
     }
     const std::span<const entry> entries = assignment_.current().entries();
     const std::size_t count = entries.size();
     if (count == 0) {
-        return std::nullopt;
+        return false;
     }
-    pulled_items pulled;
     std::size_t at = ring_position_;
     std::size_t index = count;
     try {
-        index = entries.front().storage->pull_first(entries, ring_position_, batch_size_, pulled, at);
+        index = entries.front().storage->pull_first(entries, ring_position_, batch_size_, delivered, at);
     } catch (...) {
         record_failed_pull(entries[at], error);
         ring_position_ = at + 1 == count ? 0 : at + 1;
-        return std::nullopt;
+        return false;
     }
     if (index == count) {
-        return std::nullopt;
+        return false;
     }
     ring_position_ = index + 1 == count ? 0 : index + 1;
-    return deliver(entries[index], pulled, error);
+    return deliver(entries[index], delivered, error);
 }
 
 boost::system::error_code ring_reader::commit()
@@ -95,23 +94,7 @@ boost::system::error_code ring_reader::skip(skipped_record& skipped)
     return result;
 }
 
-void ring_reader::adopt_while_idle(operation_flag& busy, std::vector<std::size_t>& released)
-{
-    while (assignment_.reassigned() && busy.try_adopt()) {
-        adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
-        busy.end();
-    }
-}
-
-void ring_reader::adopt_between_operations(operation_flag& busy) noexcept
-{
-    while (assignment_.reassigned() && busy.try_begin_once() == operation_flag::attempt::taken) {
-        adopt_if_reassigned();
-        busy.end();
-    }
-}
-
-std::optional<untyped_batch> ring_reader::scan_marked(boost::system::error_code& error)
+bool ring_reader::scan_marked(untyped_batch& delivered, boost::system::error_code& error)
 {
     const std::span<const entry> entries = assignment_.current().entries();
     const std::size_t count = entries.size();
@@ -131,25 +114,24 @@ std::optional<untyped_batch> ring_reader::scan_marked(boost::system::error_code&
         }
         position = index + 1 == count ? 0 : index + 1;
         const entry& each = entries[index];
-        pulled_items pulled;
-        if (!try_pull(each, pulled, error)) {
+        if (!try_pull(each, delivered, error)) {
             ring_position_ = position;
             ready_->settle(has_data, false);
-            return std::nullopt;
+            return false;
         }
-        if (pulled.count == 0) {
+        if (delivered.count == 0) {
             ready_->found_empty(index);
             continue;
         }
         ring_position_ = position;
         ready_->settle(has_data, false);
-        return deliver(each, pulled, error);
+        return deliver(each, delivered, error);
     }
     ready_->settle(has_data, true);
-    return std::nullopt;
+    return false;
 }
 
-bool ring_reader::try_pull(const entry& each, pulled_items& pulled, boost::system::error_code& error)
+bool ring_reader::try_pull(const entry& each, untyped_batch& pulled, boost::system::error_code& error)
 {
     try {
         each.storage->pull(each.cursor, batch_size_, pulled);
@@ -168,8 +150,7 @@ void ring_reader::record_failed_pull(const entry& each, boost::system::error_cod
     failed_pull_ = true;
 }
 
-std::optional<untyped_batch> ring_reader::deliver(const entry& each, const pulled_items& pulled,
-                                                  boost::system::error_code& error)
+bool ring_reader::deliver(const entry& each, untyped_batch& pulled, boost::system::error_code& error)
 {
     assignment_.delivered(each, pulled.next_offset);
     more_ready_.store(pulled.more_ready, std::memory_order_relaxed);
@@ -177,13 +158,14 @@ std::optional<untyped_batch> ring_reader::deliver(const entry& each, const pulle
         error = commit_position(each, pulled.next_offset);
         if (error) {
             release_held_batch();
-            return std::nullopt;
+            pulled.count = 0;
+            return false;
         }
     } else {
         uncommitted_ = true;
     }
-    return untyped_batch{
-        .items = pulled.items, .count = pulled.count, .partition = each.partition, .offsets = pulled.offsets};
+    pulled.partition = each.partition;
+    return true;
 }
 
 void ring_reader::rebuild_ready_set() noexcept

@@ -2,6 +2,7 @@
 // consumer/detail/shared_consumer.hpp.
 #include "bufferqueue/consumer/detail/shared_consumer.hpp"
 
+#include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/process_barrier.hpp"
 
 namespace bufferqueue::detail {
@@ -12,6 +13,63 @@ shared_consumer::~shared_consumer()
     detach();
 }
 
+template <class Operation>
+boost::system::error_code shared_consumer::run_operation(Operation operation, std::optional<errc> unrecorded)
+{
+    if (!state_.try_begin()) {
+        return busy_error();
+    }
+    boost::system::error_code result = errc::closed;
+    if (!is_closed()) {
+        result = operation();
+        if (unrecorded && result != *unrecorded) {
+            record_outcome(result);
+        }
+    }
+    end_operation(false);
+    return result;
+}
+
+void shared_consumer::record_outcome(const boost::system::error_code& error) noexcept
+{
+    last_error_.record(error, reader_.failure_detail(), [this] {
+        return format_message("pull consumer of topic '{}' group '{}'", context_.topic_name, reader_.group());
+    });
+}
+
+void shared_consumer::end_operation(bool handed_out_batch) noexcept
+{
+    state_.end();
+    while (reader_.assignment().reassigned() && state_.try_begin_once() == operation_state::attempt::taken) {
+        reader_.adopt_if_reassigned();
+        state_.end();
+    }
+    if (!handed_out_batch && state_.closed(std::memory_order_seq_cst)) {
+        detach_if_idle();
+    }
+}
+
+void shared_consumer::detach_if_idle() noexcept
+{
+    if (!state_.try_begin()) {
+        return;
+    }
+    detach();
+    state_.end();
+}
+
+void shared_consumer::detach() noexcept
+{
+    if (detached_.exchange(true, std::memory_order_acq_rel)) {
+        return;
+    }
+    reader_.release_held_batch();
+    reader_.stop_reporting();
+    if (counted_ && context_.membership != nullptr) {
+        context_.membership->consumer_released(reader_.group(), context_.index);
+    }
+}
+
 consume_attempt shared_consumer::begin_consume(bool will_wait)
 {
     consume_attempt attempt;  // one object, returned everywhere: no move of it on return
@@ -19,7 +77,7 @@ consume_attempt shared_consumer::begin_consume(bool will_wait)
         attempt.error = make_error_code(errc::closed);
         return attempt;
     }
-    if (!parked_.begin_operation(busy_)) {
+    if (!state_.try_begin()) {
         attempt.error = make_error_code(busy_error());
         return attempt;
     }
@@ -29,18 +87,18 @@ consume_attempt shared_consumer::begin_consume(bool will_wait)
         return attempt;
     }
     reader_.release_held_batch();
-    attempt.delivered = reader_.scan(attempt.error);
-    if (attempt.delivered || attempt.error || !will_wait) {
+    const bool delivered = reader_.scan(attempt.delivered, attempt.error);
+    if (delivered || attempt.error || !will_wait) {
         record_outcome(attempt.error);
         if (attempt.error) {
             attempt.error_detail = std::exchange(reader_.failure_detail(), {});
         }
-        end_operation(attempt.delivered.has_value());
+        end_operation(delivered);
     }
     return attempt;  // neither delivered nor failed, and will_wait: the caller waits
 }
 
-void shared_consumer::wait(std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion)
+void shared_consumer::wait(completion_ptr completion)
 {
 #if BUFFERQUEUE_HAS_CANCELLATION_SLOTS
     // Once per operation (the hook stays until the completion completes); without slots it would
@@ -74,7 +132,7 @@ boost::system::error_code shared_consumer::unreadable(skipped_record& record)
 
 void shared_consumer::close() noexcept
 {
-    if (completion_ptr aborted = parked_.close()) {
+    if (completion_ptr aborted = state_.close()) {
         unregister();
         finish(std::move(aborted), boost::asio::error::operation_aborted, {}, delivery::post);
     }
@@ -98,13 +156,17 @@ void shared_consumer::reassign(set_pointer next, std::vector<std::size_t>& relea
         parked->wake();
         return;
     }
-    reader_.adopt_while_idle(busy_, released);
+    // Idle: adopted here, holding the state for each adoption.
+    while (reader_.assignment().reassigned() && state_.try_adopt()) {
+        reader_.adopt_latest([&released](std::size_t partition) { released.push_back(partition); });
+        state_.end();
+    }
 }
 
 void shared_consumer::park(completion_ptr completion, delivery how)
 {
     for (;;) {
-        parked_.prepare();
+        state_.prepare();
         reader_.adopt_if_reassigned();  // the signals registered with are always those of the current set
         for (const entry& each : reader_.current().entries()) {
             each.signal->add(*this);
@@ -118,18 +180,18 @@ void shared_consumer::park(completion_ptr completion, delivery how)
                 retry = true;
             }
         }
-        if (parked_.park(completion, retry || reader_.assignment().reassigned())) {
+        if (state_.park(completion, retry || reader_.assignment().reassigned())) {
             return;
         }
         unregister();
-        if (is_closed() || parked_.cancel_requested()) {
+        if (is_closed() || state_.cancel_requested()) {
             finish(std::move(completion), boost::asio::error::operation_aborted, {}, how);
             return;
         }
         boost::system::error_code error;
-        auto delivered = reader_.scan(error);
-        if (delivered || error) {
-            finish(std::move(completion), error, delivered.value_or(untyped_batch()), how);
+        untyped_batch delivered;
+        if (reader_.scan(delivered, error) || error) {
+            finish(std::move(completion), error, delivered, how);
             return;
         }
     }
@@ -138,14 +200,14 @@ void shared_consumer::park(completion_ptr completion, delivery how)
 void shared_consumer::resume(completion_ptr completion)
 {
     unregister();
-    if (is_closed() || parked_.cancel_requested()) {
+    if (is_closed() || state_.cancel_requested()) {
         finish(std::move(completion), boost::asio::error::operation_aborted, {}, delivery::dispatch);
         return;
     }
     boost::system::error_code error;
-    auto delivered = reader_.scan(error);
-    if (delivered || error) {
-        finish(std::move(completion), error, delivered.value_or(untyped_batch()), delivery::dispatch);
+    untyped_batch delivered;
+    if (reader_.scan(delivered, error) || error) {
+        finish(std::move(completion), error, delivered, delivery::dispatch);
         return;
     }
     park(std::move(completion), delivery::dispatch);
@@ -153,7 +215,7 @@ void shared_consumer::resume(completion_ptr completion)
 
 std::shared_ptr<data_waiter> shared_consumer::data_arrived() noexcept
 {
-    return parked_.arrive([this]() -> std::shared_ptr<data_waiter> {
+    return state_.arrive([this]() -> std::shared_ptr<data_waiter> {
         auto self = this->weak_from_this().lock();
         if (!self) {
             return nullptr;
@@ -164,7 +226,7 @@ std::shared_ptr<data_waiter> shared_consumer::data_arrived() noexcept
 
 void shared_consumer::wake() noexcept
 {
-    if (completion_ptr resumed = parked_.take_claimed()) {
+    if (completion_ptr resumed = state_.take_claimed()) {
         // The pull (and an auto-commit's file I/O) runs where the runner allows blocking. The
         // posted resumption counts as work itself and `resumed` keeps its own: untracked, the post
         // spares the shared work counter two atomic updates.
@@ -180,7 +242,7 @@ void shared_consumer::wake() noexcept
 
 void shared_consumer::cancel_wait() noexcept
 {
-    if (completion_ptr cancelled = parked_.cancel(busy_)) {
+    if (completion_ptr cancelled = state_.cancel()) {
         unregister();
         finish(std::move(cancelled), boost::asio::error::operation_aborted, {}, delivery::post);
     }

@@ -25,9 +25,9 @@ struct counting_partition final : bq::detail::partition_reader {
     };
     void release_batch(void* each) noexcept override { ++static_cast<cursor*>(each)->releases; }
 
-    void pull(void*, std::size_t, bq::detail::pulled_items& pulled) override { pulled.count = 0; }
+    void pull(void*, std::size_t, bq::detail::untyped_batch& pulled) override { pulled.count = 0; }
     std::size_t pull_first(std::span<const bq::detail::partition_assignment> entries, std::size_t, std::size_t,
-                           bq::detail::pulled_items&, std::size_t&) override
+                           bq::detail::untyped_batch&, std::size_t&) override
     {
         return entries.size();
     }

@@ -397,7 +397,7 @@ TEST_CASE("partition assignment: bad requests are refused with the documented er
     CHECK(consumers[0].partitions() == partitions{0});
 }
 
-// Seen failing before the operation flag (consumer/detail/operation_flag.hpp) let a consume wait out
+// Seen failing before the operation flag (now consumer/detail/operation_state.hpp) let a consume wait out
 // a reassignment adopting for an idle consumer: about 1 run in 10 ended a consumer's loop with
 // operation_in_progress, and the partitions it owned were never delivered again.
 // It also found the ring position left past the end of a set adopted by an idle consumer (about

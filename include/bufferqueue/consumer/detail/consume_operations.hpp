@@ -18,6 +18,7 @@
 
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <tuple>
 #include <type_traits>
@@ -31,6 +32,15 @@ inline std::string describe_pull_consumer(const consumer_base& state)
     return format_message("pull consumer of topic '{}' group '{}'", state.topic_name(), state.group_name());
 }
 
+/// The batch the user receives for `delivered`; `T` must be the consumer's item type (the registry
+/// checks it when it creates the handle). Never allocates.
+template <class T>
+batch<T> typed_batch(const untyped_batch& delivered) noexcept
+{
+    return batch<T>(std::span<const T>(static_cast<const T*>(delivered.items), delivered.count), delivered.partition,
+                    delivered.offsets);
+}
+
 /// How a consume's completion reaches its handler: the consumer machinery completes it with an
 /// `untyped_batch`, the handler takes `batch<T>` (see `invoke_handler`). No allocation of its own.
 template <class T>
@@ -38,7 +48,7 @@ struct deliver_typed_batch {
     template <class Handler>
     void operator()(Handler&& handler, boost::system::error_code error, untyped_batch delivered) const
     {
-        std::forward<Handler>(handler)(error, delivered.typed<T>());
+        std::forward<Handler>(handler)(error, typed_batch<T>(delivered));
     }
 };
 
@@ -52,8 +62,8 @@ struct untyped_consume_step {
     std::optional<std::tuple<boost::system::error_code, untyped_batch>> attempt()
     {
         consume_attempt attempt = state->begin_consume(true);
-        if (attempt.error || attempt.delivered) {
-            return std::tuple(attempt.error, attempt.delivered.value_or(untyped_batch()));
+        if (attempt.error || attempt.has_batch()) {
+            return std::tuple(attempt.error, attempt.delivered);
         }
         return std::nullopt;
     }
@@ -239,11 +249,11 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
     if (attempt.error) {
         throw boost::system::system_error(attempt.error);
     }
-    if (attempt.delivered) {
-        co_return attempt.delivered->template typed<T>();
+    if (attempt.has_batch()) {
+        co_return typed_batch<T>(attempt.delivered);
     }
     untyped_batch waited = co_await awaited_untyped_wait<Executor>(std::move(state));
-    co_return waited.template typed<T>();
+    co_return typed_batch<T>(waited);
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

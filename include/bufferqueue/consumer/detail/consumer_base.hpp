@@ -3,7 +3,7 @@
 // layer above includes it, never the other way round.
 #pragma once
 
-#include "bufferqueue/batch.hpp"
+#include "bufferqueue/consumer/detail/partition_reader.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/storage_runner.hpp"
 #include "bufferqueue/skipped_record.hpp"
@@ -14,37 +14,20 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <optional>
-#include <span>
 #include <string>
 #include <vector>
 
 namespace bufferqueue::detail {
 
-/// A delivered batch with its item type erased, as the consumer machinery (compiled once for every
-/// item type, src/consumer/) hands it out: `count` objects of the consumer's item type at `items`,
-/// from `partition`, with their `offsets` when the storage reports them. `typed<T>()` is the batch
-/// the user receives; `T` must be the consumer's item type (the registry checks it when it creates
-/// the handle). A view; never allocates.
-struct untyped_batch {
-    const void* items = nullptr;
-    std::size_t count = 0;
-    std::size_t partition = 0;
-    std::span<const std::uint64_t> offsets{};
-
-    template <class T>
-    batch<T> typed() const noexcept
-    {
-        return batch<T>(std::span<const T>(static_cast<const T*>(items), count), partition, offsets);
-    }
-};
-
 /// What `consume()` found without waiting: an error, a delivered batch, or neither (the consume
 /// waits). A value; not thread-safe, owned by the operation that started the consume.
 struct consume_attempt {
     boost::system::error_code error{};
-    std::optional<untyped_batch> delivered{};
+    untyped_batch delivered{};   // a batch when `has_batch()`: the scan writes it here, in place
     std::string error_detail{};  // what the storage reported with `error`, when it said more than the code
+
+    /// A batch was delivered (a delivered batch is never empty).
+    bool has_batch() const noexcept { return delivered.count != 0; }
 };
 
 /// The shared pull consumer, seen through its storage-independent face (implemented by

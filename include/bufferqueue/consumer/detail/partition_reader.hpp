@@ -12,13 +12,18 @@
 
 namespace bufferqueue::detail {
 
-/// What `partition_reader::pull` returned: a `pull_result<T>` whose items are erased to their
-/// address and count (`count` objects of the consumer's item type `T` at `items`).
-struct pulled_items {
+/// A batch with its item type erased, the one form it has from the partition's pull to the typed
+/// handle: `count` objects of the consumer's item type at `items` (a `pull_result<T>`'s items), their
+/// `offsets` when the storage reports them, `next_offset` (the position a commit of the batch
+/// stores) and `more_ready` (the pull's hint), and the `partition` the consumer read them from
+/// (set by the consumer, not the pull). The typed handle turns it into the user's `batch<T>`
+/// (`typed_batch<T>`, consume_operations.hpp). A view; never allocates.
+struct untyped_batch {
     const void* items = nullptr;
     std::size_t count = 0;
-    std::uint64_t next_offset = 0;
+    std::size_t partition = 0;
     std::span<const std::uint64_t> offsets{};
+    std::uint64_t next_offset = 0;
     bool more_ready = false;
 };
 
@@ -46,17 +51,17 @@ public:
     partition_reader& operator=(const partition_reader&) = delete;
 
     /// `storage.pull(cursor, max_items)`, erased into `pulled` (whose `count` is 0, and nothing else
-    /// set, when nothing was readable). Written field by field, not returned: a scan over partitions
-    /// that are mostly empty reads back only the count it wrote (an erased result returned by value
-    /// cost a stalled wide load per call, which doubled a 4-partition scan in `bench_memory`).
-    virtual void pull(void* cursor, std::size_t max_items, pulled_items& pulled) = 0;
+    /// set, when nothing was readable; `partition` is never set). Written field by field, not returned: a scan over
+    /// partitions that are mostly empty reads back only the count it wrote (an erased result returned by value cost a
+    /// stalled wide load per call, which doubled a 4-partition scan in `bench_memory`).
+    virtual void pull(void* cursor, std::size_t max_items, untyped_batch& pulled) = 0;
     /// One rotation of a ring scan: pulls `entries` in turn from index `start` on (wrapping around),
     /// until one delivers; returns its index, with its items in `pulled`, or `entries.size()` when
     /// none did. Every entry's storage must be of this reader's own type (a consumer's entries are
     /// one topic's partitions). `at` holds the index being pulled, so when a pull throws, the caller
     /// knows which partition failed. One call per scan, the storage's pulls inlined in it.
     virtual std::size_t pull_first(std::span<const partition_assignment> entries, std::size_t start,
-                                   std::size_t max_items, pulled_items& pulled, std::size_t& at) = 0;
+                                   std::size_t max_items, untyped_batch& pulled, std::size_t& at) = 0;
     /// `storage.commit(cursor, next_offset)`: the items no group holds any more.
     virtual std::uint64_t commit(void* cursor, std::uint64_t next_offset) = 0;
     /// `storage.release_batch(cursor)`.

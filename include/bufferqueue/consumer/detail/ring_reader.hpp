@@ -2,9 +2,8 @@
 #pragma once
 
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
-#include "bufferqueue/consumer/detail/consumer_base.hpp"
 #include "bufferqueue/consumer/detail/consumer_context.hpp"
-#include "bufferqueue/consumer/detail/operation_flag.hpp"
+#include "bufferqueue/consumer/detail/partition_reader.hpp"
 #include "bufferqueue/consumer/detail/ready_set.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/skipped_record.hpp"
@@ -24,7 +23,8 @@
 namespace bufferqueue::detail {
 
 /// Reads a consumer's partitions as a ring, so each readable partition gets one pull per rotation,
-/// and commits what it delivered. Belongs to the thread owning the consumer's operation, except
+/// and commits what it delivered; it takes no part in who owns the consumer's operation
+/// (`operation_state`, held by its consumer). Belongs to the thread owning that operation, except
 /// `assignment()`'s thread-safe members. The scan allocates nothing and takes no lock while the
 /// set does not change (one atomic load per rotation), except on sets of `ready_set::threshold`
 /// partitions or more: there it pulls only the partitions its `ready_set` marks, and partitions it
@@ -51,9 +51,11 @@ public:
     const consumer_assignment& assignment() const noexcept { return assignment_; }
     const assignment_set& current() const noexcept { return assignment_.current(); }
 
-    /// One rotation over the current partitions, starting after the last one that delivered. A
-    /// failed pull or auto-commit sets `error` (and `failure_detail`) and hands out nothing.
-    std::optional<untyped_batch> scan(boost::system::error_code& error);
+    /// One rotation over the current partitions, starting after the last one that delivered: true
+    /// when it delivered, the batch written into `delivered` (empty on entry; it stays empty
+    /// otherwise). A failed pull or auto-commit sets `error` (and `failure_detail`) and hands out
+    /// nothing.
+    bool scan(untyped_batch& delivered, boost::system::error_code& error);
 
     /// Any thread: the last scan delivered a batch from a partition that held more (its pull's
     /// `more_ready`), so the next scan will probably deliver without waiting. A hint only.
@@ -99,16 +101,6 @@ public:
         }
     }
 
-    /// On the reassigning thread, for a consumer with no operation in progress: adopts sets
-    /// published for it while `busy` is free, taking `busy` for each adoption (`try_adopt`);
-    /// appends the partitions let go to `released` (the caller hands them on, outside this call).
-    void adopt_while_idle(operation_flag& busy, std::vector<std::size_t>& released);
-
-    /// Right after an operation gave `busy` back: adopts a set published while it ran, as an
-    /// operation of its own, so the membership hears at once of the partitions let go (that may
-    /// take the group lock: an adoption never blocks). Gives way to any other holder of `busy`.
-    void adopt_between_operations(operation_flag& busy) noexcept;
-
     /// Makes the latest published set current and restarts the ring at its first partition (the
     /// old position may lie past the new set's end); `released(partition)` gets each partition let
     /// go. The only way the reader's set changes, so the position always matches the set.
@@ -128,20 +120,20 @@ private:
     // marked partitions. A partition found empty is unmarked at a settle, which re-checks it after
     // registering its watcher, so a partition that receives records is pulled within the next
     // rotation after they arrive.
-    std::optional<untyped_batch> scan_marked(boost::system::error_code& error);
+    bool scan_marked(untyped_batch& delivered, boost::system::error_code& error);
 
     // Pulls `each` into `pulled`; false when the pull failed. The partition reports its failure and
     // its turn passes (the caller moves the ring past it), so one bad record cannot stall the
     // consumer's other partitions.
-    bool try_pull(const entry& each, pulled_items& pulled, boost::system::error_code& error);
+    bool try_pull(const entry& each, untyped_batch& pulled, boost::system::error_code& error);
 
     // Inside a catch handler: the pull of `each` threw; records why (`error`, `failure_detail`) and
     // which partition (for `unreadable` and `skip`).
     void record_failed_pull(const entry& each, boost::system::error_code& error);
 
-    // Hands out what `each` pulled: commits it first under auto commit.
-    std::optional<untyped_batch> deliver(const entry& each, const pulled_items& pulled,
-                                         boost::system::error_code& error);
+    // Hands out what `each` pulled into `pulled` (naming its partition): commits it first under auto
+    // commit; false, `pulled` emptied, when that commit failed.
+    bool deliver(const entry& each, untyped_batch& pulled, boost::system::error_code& error);
 
     // A set of `ready_set::threshold` partitions or more gets a ready set (all marked); a smaller
     // one, or one whose allocation failed, is scanned whole.

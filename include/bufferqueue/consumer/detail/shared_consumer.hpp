@@ -1,13 +1,22 @@
-// Internal: the one pull-consumer implementation, shared by every storage backend: its operations,
-// and parking and waking a consume that found nothing. The state and the operation lifecycle are in
-// consumer_lifecycle.hpp. Compiled once, for every item type and backend: src/consumer/shared_consumer.cpp.
+// Internal: the one pull-consumer implementation, shared by every storage backend: its state, its
+// operations and their rules (one at a time, `closed` once closed, detaching from the group when a
+// closed consumer's last operation ends), and parking and waking a consume that found nothing.
+// Compiled once, for every item type and backend: src/consumer/shared_consumer.cpp.
 #pragma once
 
 #include "bufferqueue/consumer/detail/assignment_set.hpp"
 #include "bufferqueue/consumer/detail/consumer_base.hpp"
-#include "bufferqueue/consumer/detail/consumer_lifecycle.hpp"
+#include "bufferqueue/consumer/detail/consumer_context.hpp"
+#include "bufferqueue/consumer/detail/last_error.hpp"
+#include "bufferqueue/consumer/detail/operation_state.hpp"
+#include "bufferqueue/consumer/detail/ring_reader.hpp"
 #include "bufferqueue/detail/partition_signal.hpp"
+#include "bufferqueue/error.hpp"
+#include "bufferqueue/options.hpp"
 
+#include <boost/system/error_code.hpp>
+
+#include <atomic>
 #include <cstddef>
 #include <memory>
 #include <optional>
@@ -20,7 +29,7 @@ namespace bufferqueue::detail {
 /// A pull consumer: reads a set of a group's partitions and scans them as a ring, so each readable
 /// partition gets one pull per rotation. An empty scan suspends the consume on every assigned
 /// partition's signal; the first append to any of them resumes it on the handler's executor. One
-/// operation at a time; the handle serializes nothing else.
+/// operation at a time (`operation_state`); the handle serializes nothing else.
 ///
 /// Dynamic assignment (`reassign`, driven by the topic's `consumer_groups` for a group protocol; the
 /// rules in docs/consumer-model.md, "Partitions assigned and revoked"): a new set takes effect at
@@ -28,23 +37,39 @@ namespace bufferqueue::detail {
 /// returned pulls a revoked partition; a delivered batch of a revoked partition cannot be committed
 /// (`errc::partition_revoked`), and the partition is handed on only once the batch is released.
 /// While nobody reassigns, a scan pays one atomic load for this, and an operation's end another.
+///
+/// Thread-safety: the reader belongs to the operation that owns `state_` (which hands it from one
+/// thread to the next), except the assignment's thread-safe members; `state_`, `last_error_` and
+/// the const members are thread-safe. Allocation: a waiting consume's completion (made by the
+/// caller), `last_error` text, the membership's calls at detach.
 class shared_consumer final : public consumer_base,
-                              private consumer_lifecycle,
                               private data_waiter,
                               public std::enable_shared_from_this<shared_consumer> {
-    using lifecycle = consumer_lifecycle;
-
 public:
-    using lifecycle::set_pointer;
+    using set_pointer = consumer_assignment::set_pointer;
 
     shared_consumer(consumer_context context, const pull_consumer_options& options, set_pointer assignments)
-        : lifecycle(std::move(context), options, std::move(assignments))
+        : context_(std::move(context)),
+          reader_(context_, options.group, options.auto_commit, options.batch_size, std::move(assignments))
     {
     }
 
-    using lifecycle::assignment;
-    using lifecycle::is_closed;
-    using lifecycle::mark_counted;
+    /// Called by the topic once the consumer counts as one of its group's open consumers, before
+    /// the consumer is shared; only a counted consumer reports to its membership.
+    void mark_counted() noexcept
+    {
+        counted_ = true;
+        reader_.start_reporting();
+    }
+
+    /// True once the consumer or its topic is closed. Thread-safe.
+    bool is_closed() const noexcept
+    {
+        return state_.closed() || context_.topic_closed->load(std::memory_order_acquire);
+    }
+
+    /// The latest set published for this consumer. Thread-safe.
+    set_pointer assignment() const { return reader_.assignment().latest(); }
 
     /// Leaves every partition signal: a wake-up dropped with its executor (the io_context destroyed
     /// before running it) leaves the consumer registered with the partitions that did not signal.
@@ -52,7 +77,7 @@ public:
     ~shared_consumer() override;
 
     consume_attempt begin_consume(bool will_wait) override;
-    void wait(std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion) override;
+    void wait(operation_state::completion_ptr completion) override;
     boost::system::error_code commit() override;
     boost::system::error_code skip(skipped_record& skipped) override;
     // A look, not an outcome: `last_error` keeps describing the failed consume.
@@ -77,21 +102,8 @@ public:
     void reassign(set_pointer next, std::vector<std::size_t>& released);
 
 private:
-    using completion_ptr = parked_consume::completion_ptr;
+    using completion_ptr = operation_state::completion_ptr;
     using entry = partition_assignment;
-
-    using lifecycle::busy_;
-    using lifecycle::context_;
-    using lifecycle::last_error_;
-    using lifecycle::parked_;
-    using lifecycle::reader_;
-
-    using lifecycle::busy_error;
-    using lifecycle::detach;
-    using lifecycle::detach_if_idle;
-    using lifecycle::end_operation;
-    using lifecycle::record_outcome;
-    using lifecycle::run_operation;
 
     /// How a finished operation reaches its handler.
     enum class delivery {
@@ -116,9 +128,42 @@ private:
 
     void unregister() noexcept;
 
+    // Runs `operation()` (returning its code) as this consumer's operation; `errc::closed` once
+    // closed. Every outcome but `unrecorded` becomes `last_error` (none with `std::nullopt`).
+    template <class Operation>
+    boost::system::error_code run_operation(Operation operation, std::optional<errc> unrecorded);
+
+    // Records how the operation ended for `last_error`; with the operation still owned.
+    void record_outcome(const boost::system::error_code& error) noexcept;
+
+    // Ends the operation in progress. A consumer closed meanwhile detaches from its group now, unless
+    // the operation handed out a batch: that batch stays valid until the next close() or the destructor.
+    // A set published while the operation ran is adopted now, as an operation of its own, so the
+    // membership hears at once of the partitions let go (that may take the group lock: an adoption
+    // never blocks); it gives way to any other holder of the state.
+    void end_operation(bool handed_out_batch) noexcept;
+
+    // Why the state was taken when a new operation found it so: a close() that ran meanwhile holds it
+    // for a moment to detach, and then the consumer is closed, not busy.
+    errc busy_error() const noexcept { return is_closed() ? errc::closed : errc::operation_in_progress; }
+
+    // Detaches a closed consumer unless an operation is in progress (which detaches as it ends).
+    void detach_if_idle() noexcept;
+
+    // Leaves the group for good: releases the held batch and tells the membership this consumer no
+    // longer counts as open, so the group may be opened again or removed. Once.
+    void detach() noexcept;
+
     // Ends the operation. With `delivery::dispatch` the handler may run (and start the next operation)
     // before this returns, so callers touch no state afterwards.
     void finish(completion_ptr completion, boost::system::error_code error, untyped_batch delivered, delivery how);
+
+    const consumer_context context_;     // keeps the topic (and what the assignments point into) alive
+    ring_reader reader_;                 // owned by the operation in progress (see the class comment)
+    operation_state state_;              // thread-safe
+    bool counted_ = false;               // set before the consumer is shared
+    std::atomic<bool> detached_{false};  // detach() ran: the consumer no longer counts as open
+    last_error_record last_error_;       // thread-safe
 };
 
 }  // namespace bufferqueue::detail

@@ -67,7 +67,7 @@ public:
 
     Partition storage;
 
-    void pull(void* position, std::size_t max_items, pulled_items& pulled) override
+    void pull(void* position, std::size_t max_items, untyped_batch& pulled) override
     {
         const auto result = storage.pull(*static_cast<cursor*>(position), max_items);
         const std::size_t count = result.items.size();
@@ -81,7 +81,7 @@ public:
         pulled.more_ready = result.more_ready;
     }
     std::size_t pull_first(std::span<const partition_assignment> entries, std::size_t start, std::size_t max_items,
-                           pulled_items& pulled, std::size_t& at) override
+                           untyped_batch& pulled, std::size_t& at) override
     {
         const std::size_t count = entries.size();
         for (std::size_t step = 0; step < count; ++step) {
