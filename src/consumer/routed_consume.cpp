@@ -53,13 +53,15 @@ routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter
         }
         if (sent.stage != letter_stage::done) {  // the produce failed, or its call threw
             const bool described = sent.thrown && sent.error != boost::asio::error::no_memory;
-            path->record(sent.error,
+            const boost::system::error_code failed =  // `stopped` has no error (a pull path is never abandoned)
+                sent.error ? sent.error : make_error_code(boost::asio::error::operation_aborted);
+            path->record(failed,
                          format_message("sending {}, which does not decode, to dead-letter topic '{}' failed ({}); "
                                         "the record stays unread",
                                         where, path->dead_letter_topic(),
-                                        described ? exception_text(sent.thrown) : sent.error.message()),
+                                        described ? exception_text(sent.thrown) : failed.message()),
                          consumer);
-            co_return std::tuple(sent.error, untyped_batch());
+            co_return std::tuple(failed, untyped_batch());
         }
         if (path->cancel_requested()) {  // `cancel()` or `close()` while the letter was produced
             co_return std::tuple(make_error_code(boost::asio::error::operation_aborted), untyped_batch());
