@@ -99,14 +99,25 @@ void buffer_queue::require_unregistered(const std::string& topic, std::type_inde
     require_new(topics_, closed_, topic, type, type_name);
 }
 
-void buffer_queue::add(std::shared_ptr<detail::topic_base> topic)
+void buffer_queue::add(registered_topic made)
 {
+    detail::letter_producer letters = detail::registered_topic_access::release_letters(made);
+    std::shared_ptr<detail::topic_base> topic = detail::registered_topic_access::release(std::move(made));
     if (!topic) {
         throw error(errc::invalid_argument, "add_topic: make_topic returned a moved-from registered_topic");
     }
     std::unique_lock lock(mutex_);
     require_new(topics_, closed_, topic->name(), topic->item_type(), topic->item_type_name());
-    topics_[topic->name()].push_back(std::move(topic));
+    std::vector<std::shared_ptr<detail::topic_base>>& named = topics_[topic->name()];
+    named.push_back(topic);
+    if (letters) {
+        try {
+            letter_producers_.emplace(topic.get(), std::move(letters));
+        } catch (...) {
+            named.pop_back();  // all or nothing
+            throw;
+        }
+    }
 }
 
 std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, std::type_index type,
@@ -130,29 +141,32 @@ std::shared_ptr<detail::topic_base> buffer_queue::find(std::string_view topic, s
                                        type_name, others));
 }
 
-std::shared_ptr<detail::topic_base> buffer_queue::find_dead_letter_topic(std::string_view topic, std::string_view group,
-                                                                         std::string_view dead_letter_topic,
-                                                                         std::type_index type,
-                                                                         std::string_view type_name) const
+detail::letter_producer buffer_queue::find_letter_producer(std::string_view topic, std::string_view group,
+                                                           std::string_view dead_letter_topic, std::type_index type,
+                                                           std::string_view type_name) const
 {
     if (dead_letter_topic.empty()) {
-        return nullptr;
+        return {};
     }
+    std::shared_ptr<detail::topic_base> letters;
     try {
-        return find(dead_letter_topic, type, type_name);
+        letters = find(dead_letter_topic, type, type_name);
     } catch (const error& failure) {
         throw error(
             static_cast<errc>(failure.code().value()),
             detail::format_message("topic '{}' group '{}': 'dead_letter_topic': {}", topic, group, failure.what()));
     }
+    std::shared_lock lock(mutex_);
+    return letter_producers_.at(letters.get());  // every topic of dead_letter<T> registered one
 }
 
-std::shared_ptr<detail::dead_letter_route> buffer_queue::route_letters(detail::topic_base& letters,
-                                                                       const pull_consumer_options& options,
-                                                                       const std::string& item_type_name)
+std::shared_ptr<detail::dead_letter_path> buffer_queue::letter_path(std::shared_ptr<detail::consumer_base> consumer,
+                                                                    const detail::letter_producer& letters,
+                                                                    const pull_consumer_options& options,
+                                                                    const std::string& item_type_name)
 {
-    return std::make_shared<detail::dead_letter_route>(letters.make_dead_letter_sink(), options.dead_letter_topic,
-                                                       counters_.of(options.topic, item_type_name, options.group));
+    return std::make_shared<detail::dead_letter_path>(std::move(consumer), letters, options.dead_letter_topic,
+                                                      counters_.of(options.topic, item_type_name, options.group));
 }
 
 std::vector<topic_stats> buffer_queue::stats() const

@@ -97,7 +97,7 @@ public:
     template <topic_options Options>
     void add_topic(Options options)
     {
-        add(detail::registered_topic_access::release(make_topic(std::move(options), *context_)));
+        add(make_topic(std::move(options), *context_));
     }
 
     /// Refuses, with a readable message, an options type that no backend declares.
@@ -141,14 +141,13 @@ public:
     std::vector<pull_consumer<T>> create_pull_consumers(const pull_consumer_options& options, std::size_t count)
     {
         validate(options);
-        const std::shared_ptr<detail::topic_base> letters =
-            find_dead_letter_topic(options.topic, options.group, options.dead_letter_topic, typeid(dead_letter<T>),
-                                   detail::readable_type_name<dead_letter<T>>());
+        const detail::letter_producer letters =
+            dead_letter_producer<T>(options.topic, options.group, options.dead_letter_topic);
         std::vector<pull_consumer<T>> consumers;
         for (auto& state : find<T>(options.topic)->create_consumers(options, count)) {
-            consumers.emplace_back(std::move(state),
-                                   letters ? route_letters(*letters, options, detail::readable_type_name<T>())
-                                           : nullptr);
+            std::shared_ptr<detail::dead_letter_path> path =
+                letters ? letter_path(state, letters, options, detail::readable_type_name<T>()) : nullptr;
+            consumers.emplace_back(std::move(state), std::move(path));
         }
         return consumers;
     }
@@ -297,22 +296,25 @@ private:
     // `context.get_executor()` as an `executor_type`.
     static executor_type io_context_executor(boost::asio::io_context& context);
 
-    void add(std::shared_ptr<detail::topic_base> topic);
+    void add(registered_topic made);
     std::shared_ptr<detail::io_pool> blocking_pool();
     std::shared_ptr<detail::io_pool> dedicated_pool(std::size_t threads);
     void require_unregistered(const std::string& topic, std::type_index type, const std::string& type_name) const;
     std::shared_ptr<detail::topic_base> find(std::string_view topic, std::type_index type,
                                              std::string_view type_name) const;
     static void validate(const pull_consumer_options& options);
-    // The topic of item type `type` (`type_name`) that `dead_letter_topic` names, or null when it is
-    // empty; throws what `find` throws, naming `topic`, `group` and the option.
-    std::shared_ptr<detail::topic_base> find_dead_letter_topic(std::string_view topic, std::string_view group,
-                                                               std::string_view dead_letter_topic, std::type_index type,
-                                                               std::string_view type_name) const;
-    // The route of one pull consumer of items `item_type_name` to the dead-letter topic `letters`
-    // (a topic of their `dead_letter<T>`), with its group's counters.
-    std::shared_ptr<detail::dead_letter_route>
-    route_letters(detail::topic_base& letters, const pull_consumer_options& options, const std::string& item_type_name);
+    // The letter producer of the topic of item type `type` (`type_name`, a `dead_letter<T>`) that
+    // `dead_letter_topic` names, or an empty one when that is empty; throws what `find` throws,
+    // naming `topic`, `group` and the option.
+    detail::letter_producer find_letter_producer(std::string_view topic, std::string_view group,
+                                                 std::string_view dead_letter_topic, std::type_index type,
+                                                 std::string_view type_name) const;
+    // The dead-letter path of the pull consumer `consumer` of items `item_type_name`, whose letters
+    // go through `letters`, with its group's counters.
+    std::shared_ptr<detail::dead_letter_path> letter_path(std::shared_ptr<detail::consumer_base> consumer,
+                                                          const detail::letter_producer& letters,
+                                                          const pull_consumer_options& options,
+                                                          const std::string& item_type_name);
 
     // Checks everything about a subscription that can be checked before its group is created.
     // `earlier` lists the (topic, group) pairs registered by the same call. Defined in
@@ -333,19 +335,14 @@ private:
         return counters_.of(std::string(topic), std::string(detail::readable_type_name<T>()), std::string(group));
     }
 
-    // The producer of a dead-letter topic of `dead_letter<T>`, if `dead_letter_topic` names one;
-    // throws naming topic, group and the option when no such topic is registered.
+    // The letter producer of a dead-letter topic of `dead_letter<T>`, if `dead_letter_topic` names
+    // one (else empty); throws naming topic, group and the option when no such topic is registered.
     template <class T>
-    std::optional<bufferqueue::producer<dead_letter<T>>>
-    dead_letter_producer(std::string_view topic, std::string_view group, std::string_view dead_letter_topic) const
+    detail::letter_producer dead_letter_producer(std::string_view topic, std::string_view group,
+                                                 std::string_view dead_letter_topic) const
     {
-        std::shared_ptr<detail::topic_base> letters = find_dead_letter_topic(
-            topic, group, dead_letter_topic, typeid(dead_letter<T>), detail::readable_type_name<dead_letter<T>>());
-        if (!letters) {
-            return std::nullopt;
-        }
-        return bufferqueue::producer<dead_letter<T>>(
-            std::static_pointer_cast<detail::topic<dead_letter<T>>>(std::move(letters)));
+        return find_letter_producer(topic, group, dead_letter_topic, typeid(dead_letter<T>),
+                                    detail::readable_type_name<dead_letter<T>>());
     }
 
     template <class T>
@@ -357,7 +354,9 @@ private:
     executor_type executor_;
     mutable std::shared_mutex mutex_;
     std::map<std::string, std::vector<std::shared_ptr<detail::topic_base>>, std::less<>> topics_;  // by name
-    bool closed_ = false;                                                                          // guarded by mutex_
+    // The letter producers of the topics of dead_letter<T>, by topic; guarded by mutex_.
+    std::map<const detail::topic_base*, detail::letter_producer> letter_producers_;
+    bool closed_ = false;  // guarded by mutex_
     // Made with the first persistent topic, shared with every persistent topic (so handles that outlive
     // the queue reach a live pool, which refuses work once the destructor shut it down); mutex_.
     std::shared_ptr<detail::io_pool> blocking_pool_;

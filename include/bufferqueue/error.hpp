@@ -88,6 +88,20 @@ inline std::string exception_message()
     }
 }
 
+/// The message of `failure` (as `exception_message`); empty when out of memory. Never throws.
+inline std::string exception_text(const std::exception_ptr& failure) noexcept
+{
+    try {
+        try {
+            std::rethrow_exception(failure);
+        } catch (...) {
+            return exception_message();
+        }
+    } catch (...) {
+        return {};
+    }
+}
+
 }  // namespace detail
 
 }  // namespace bufferqueue

@@ -3,7 +3,7 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/consumer/detail/consume_operations.hpp"
-#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_path.hpp"
 #include "bufferqueue/dead_letter.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
@@ -48,7 +48,7 @@ public:
     /// Made by `buffer_queue::create_pull_consumers`; `dead_letters` when the options name a
     /// dead-letter topic.
     explicit pull_consumer(std::shared_ptr<detail::consumer_base> state,
-                           std::shared_ptr<detail::dead_letter_route> dead_letters = nullptr) noexcept
+                           std::shared_ptr<detail::dead_letter_path> dead_letters = nullptr) noexcept
         : state_(std::move(state)), dead_letters_(std::move(dead_letters))
     {
     }
@@ -292,7 +292,7 @@ private:
     std::string describe() const { return detail::describe_pull_consumer(*state_); }
 
     std::shared_ptr<detail::consumer_base> state_;
-    std::shared_ptr<detail::dead_letter_route> dead_letters_;  // null without a dead-letter topic
+    std::shared_ptr<detail::dead_letter_path> dead_letters_;  // null without a dead-letter topic
 };
 
 }  // namespace bufferqueue

@@ -5,6 +5,7 @@
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/detail/io_pool.hpp"
 #include "bufferqueue/detail/type_name.hpp"
+#include "bufferqueue/topic/detail/letter_producer.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/any_io_executor.hpp>
@@ -91,20 +92,30 @@ public:
 
 private:
     friend struct detail::registered_topic_access;
-    explicit registered_topic(std::shared_ptr<detail::topic_base> topic) noexcept : topic_(std::move(topic)) {}
+    registered_topic(std::shared_ptr<detail::topic_base> topic, detail::letter_producer letters) noexcept
+        : topic_(std::move(topic)), letters_(std::move(letters))
+    {
+    }
 
     std::shared_ptr<detail::topic_base> topic_;
+    detail::letter_producer letters_;  // a topic of dead_letter<T>'s: how consumers produce letters into it
 };
 
 namespace detail {
 
 /// The topic layer's and the registry's access to `registered_topic`.
 struct registered_topic_access {
-    static registered_topic make(std::shared_ptr<topic_base> topic) noexcept
+    /// The built `topic`, with its letter producer when its items are `dead_letter<T>`s (made here,
+    /// so only a topic of letters instantiates their produce). Allocates that producer.
+    template <class T>
+    static registered_topic make(std::shared_ptr<topic<T>> topic)
     {
-        return registered_topic(std::move(topic));
+        letter_producer letters = letter_producer_of(topic);
+        return registered_topic(std::move(topic), std::move(letters));
     }
     static std::shared_ptr<topic_base> release(registered_topic&& made) noexcept { return std::move(made.topic_); }
+    /// The letter producer of a topic of `dead_letter<T>`, else empty; taken once, before `release`.
+    static letter_producer release_letters(registered_topic& made) noexcept { return std::move(made.letters_); }
 };
 
 }  // namespace detail

@@ -5,7 +5,6 @@
 
 #include "bufferqueue/batch.hpp"
 #include "bufferqueue/consumer/detail/consumer_base.hpp"
-#include "bufferqueue/consumer/detail/dead_letter_route.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/config.hpp"
 #include "bufferqueue/detail/message.hpp"
@@ -25,6 +24,8 @@
 #include <utility>
 
 namespace bufferqueue::detail {
+
+class dead_letter_path;  // consumer/detail/dead_letter_path.hpp
 
 /// "pull consumer of topic 't' group 'g'": how errors name a consumer.
 inline std::string describe_pull_consumer(const consumer_base& state)
@@ -261,11 +262,11 @@ boost::asio::awaitable<batch<T>, Executor> awaited_consume(std::shared_ptr<consu
 #endif
 
 /// Starts a `consume()` with a dead-letter topic (src/consumer/routed_consume.cpp): a coroutine on
-/// the consumer's default executor consumes, and sends each record that does not decode to `route`
+/// the consumer's default executor consumes, and sends each record that does not decode through `path`
 /// before it steps past it (see `pull_consumer::consume`); `completion` receives the outcome,
 /// dispatched to its handler's executor - or, posted, `errc::operation_in_progress` while another
 /// routed consume of the consumer runs. Allocates the coroutine frame and its spawn.
-void start_routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter_route> route,
+void start_routed_consume(std::shared_ptr<consumer_base> state, std::shared_ptr<dead_letter_path> path,
                           std::unique_ptr<pending_completion<boost::system::error_code, untyped_batch>> completion);
 
 /// `consume()` with a dead-letter topic: erases the handler and starts the routed consume.
@@ -273,11 +274,11 @@ template <class T>
 struct initiate_routed_consume {
     template <class Handler>
     void operator()(Handler&& handler, std::shared_ptr<consumer_base> state,
-                    std::shared_ptr<dead_letter_route> route) const
+                    std::shared_ptr<dead_letter_path> path) const
     {
         auto completion = make_delivering_completion<deliver_typed_batch<T>, boost::system::error_code, untyped_batch>(
             std::forward<Handler>(handler), state->default_executor());
-        start_routed_consume(std::move(state), std::move(route), std::move(completion));
+        start_routed_consume(std::move(state), std::move(path), std::move(completion));
     }
 };
 

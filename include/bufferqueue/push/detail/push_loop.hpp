@@ -4,21 +4,19 @@
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/batch.hpp"
-#include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_path.hpp"
 #include "bufferqueue/detail/completion.hpp"
 #include "bufferqueue/detail/group_counters.hpp"
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/detail/spin_mutex.hpp"
 #include "bufferqueue/error.hpp"
-#include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push/detail/backoff_timer.hpp"
-#include "bufferqueue/push/detail/dead_letter_sender.hpp"
 #include "bufferqueue/push/detail/pause_for.hpp"
+#include "bufferqueue/push/detail/push_dead_letters.hpp"
 #include "bufferqueue/push/detail/push_registry.hpp"
 #include "bufferqueue/push_consumer.hpp"
 #include "bufferqueue/retry_backoff.hpp"
-#include "bufferqueue/topic/detail/topic.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -54,17 +52,16 @@ class push_loop final : public push_loop_base,
                         private commit_target,
                         public std::enable_shared_from_this<push_loop<T>> {
 public:
-    /// `dead_letters`: where a given-up batch goes (manual commit, `max_attempts` > 0), or nothing.
+    /// `dead_letters`: the path of `consumer`'s records to the dead-letter topic (manual commit,
+    /// `max_attempts` > 0) - given-up batches and records that do not decode -, or null.
     push_loop(pull_consumer<T> consumer, push_invoker<T> invoker, bool manual_commit,
               boost::asio::any_io_executor executor, std::size_t max_attempts, retry_backoff backoff,
-              std::optional<producer<dead_letter<T>>> dead_letters, std::shared_ptr<group_counters> counters)
+              std::shared_ptr<dead_letter_path> dead_letters, std::shared_ptr<group_counters> counters)
         : consumer_(std::move(consumer)), topic_(consumer_.topic()), group_(consumer_.group()),
           invoker_(std::move(invoker)), manual_commit_(manual_commit), executor_(std::move(executor)),
-          max_attempts_(max_attempts), backoff_(backoff), counters_(std::move(counters))
+          max_attempts_(max_attempts), backoff_(backoff), counters_(std::move(counters)),
+          dead_letters_(std::move(dead_letters))
     {
-        if (dead_letters) {
-            dead_letters_.emplace(std::move(*dead_letters), topic_, group_, counters_);
-        }
     }
 
     void spawn(const boost::asio::any_io_executor& executor, std::shared_ptr<push_registry> registry) override
@@ -161,7 +158,8 @@ private:
                 failed = true;
                 undecodable = failure.code() == errc::corrupt_data;
             }
-            if (failed && undecodable && loop.dead_letters_ && co_await loop.route_undecodable(*registry)) {
+            if (failed && undecodable && loop.dead_letters_ &&
+                co_await dead_letter_undecodable(loop.letter_route(*registry))) {
                 continue;  // dead-lettered and skipped: the records after it come next
             }
             if (failed) {
@@ -256,72 +254,33 @@ private:
         co_return !stop_requested_ && !registry.is_closed();
     }
 
+    // The loop as its dead letters see it (push_dead_letters.hpp); only with a dead-letter topic.
+    push_letter_route letter_route(push_registry& registry)
+    {
+        return {.path = *dead_letters_,
+                .registry = registry,
+                .topic = topic_,
+                .group = group_,
+                .back_off = [this, &registry](std::size_t tries) { return back_off(tries, registry); }};
+    }
+
     // Produces one dead letter per item of the given-up batch and, once that produce is
     // acknowledged, commits the batch; true when the loop goes on with the next batch; false when
-    // the loop was stopped meanwhile or the commit failed (see `dead_letter_sender`).
+    // the loop was stopped meanwhile or the commit failed (see `dead_letter_batch`).
     boost::asio::awaitable<bool> send_to_dead_letters(const batch<T>& delivered, std::size_t attempts,
                                                       const std::exception_ptr& failure, push_registry& registry)
     {
         const std::string last = exception_text(failure);
-        std::vector<dead_letter<T>> letters = dead_letters_->letters_for(delivered, attempts, last);
-        const std::string where = format_message("topic '{}' group '{}' partition {}: a batch of {} items failed {} "
-                                                 "times (max_attempts)",
-                                                 topic_, group_, delivered.partition(), delivered.size(), attempts);
-        if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
-                return back_off(tries, registry);
-            })) {
-            co_return false;
-        }
-        boost::system::error_code committed;
-        co_await consumer_.commit(boost::asio::redirect_error(boost::asio::use_awaitable, committed));
-        if (committed) {
-            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(committed)),
-                            format_message("{}; it was dead-lettered, but committing it failed ({}): this push loop "
-                                           "stopped, and the next run delivers it again",
-                                           where, committed.message()));
-            co_return false;
-        }
-        registry.report(topic_, group_, failure,
-                        format_message("{}; sent to the dead-letter topic and committed; last error: {}", where, last));
-        co_return true;
-    }
-
-    // The record the failed pull stopped at did not decode: produces its dead letter (the stored
-    // bytes, no item) and, once that is acknowledged, skips it. False when it was not routed (no
-    // record the storage can step past, e.g. a damaged frame; or skipping failed): the loop pauses
-    // and pulls again, as for any failed pull. A stop during the produce's backoff also gives false.
-    boost::asio::awaitable<bool> route_undecodable(push_registry& registry)
-    {
-        std::optional<skipped_record> record;
-        try {
-            record = consumer_.unreadable_record();
-        } catch (...) {
-            co_return false;
-        }
-        if (!record) {
-            co_return false;
-        }
-        const std::string where = format_message("topic '{}' group '{}' partition {}: the record at offset {} does "
-                                                 "not decode",
-                                                 topic_, group_, record->partition, record->offset);
-        std::vector<dead_letter<T>> letters{dead_letters_->letter_for(*record, consumer_.last_error())};
-        if (!co_await dead_letters_->produce(std::move(letters), where, registry, [this, &registry](std::size_t tries) {
-                return back_off(tries, registry);
-            })) {
-            co_return false;
-        }
-        boost::system::error_code skipped;
-        co_await consumer_.skip(boost::asio::redirect_error(boost::asio::use_awaitable, skipped));
-        if (skipped) {
-            registry.report(topic_, group_, std::make_exception_ptr(boost::system::system_error(skipped)),
-                            format_message("{}; it was dead-lettered, but skipping it failed ({}): it is pulled (and "
-                                           "dead-lettered) again",
-                                           where, skipped.message()));
-            co_return false;
-        }
-        registry.report(topic_, group_, nullptr,
-                        format_message("{}; sent to the dead-letter topic and skipped", where));
-        co_return true;
+        co_return co_await dead_letter_batch(letter_route(registry),
+                                             {.topic = topic_,
+                                              .partition = delivered.partition(),
+                                              .items = delivered.data(),
+                                              .count = delivered.size(),
+                                              .offsets = delivered.offsets(),
+                                              .payload = {},
+                                              .attempts = attempts,
+                                              .error = last},
+                                             failure);
     }
 
     // What the error sink receives once when a batch is given up; empty when out of memory.
@@ -363,8 +322,8 @@ private:
     const boost::asio::any_io_executor executor_;
     const std::size_t max_attempts_;  // 0: unlimited
     const retry_backoff backoff_;
-    const std::shared_ptr<group_counters> counters_;     // the group's, for its statistics
-    std::optional<dead_letter_sender<T>> dead_letters_;  // the loop's coroutine; `abandon` from request_stop
+    const std::shared_ptr<group_counters> counters_;        // the group's, for its statistics
+    const std::shared_ptr<dead_letter_path> dead_letters_;  // null without a dead-letter topic
     // Written by the loop between handler calls and by a commit's completion, which the handler awaits.
     bool batch_committed_ = false;
 

@@ -5,11 +5,10 @@
 #include "bufferqueue/detail/config.hpp"
 
 #include "bufferqueue/batch.hpp"
-#include "bufferqueue/dead_letter.hpp"
+#include "bufferqueue/consumer/detail/dead_letter_path.hpp"
 #include "bufferqueue/detail/message.hpp"
 #include "bufferqueue/error.hpp"
 #include "bufferqueue/options.hpp"
-#include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 #include "bufferqueue/push/detail/push_handler_calls.hpp"
 #include "bufferqueue/push/detail/push_loop.hpp"
@@ -18,7 +17,6 @@
 
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -149,8 +147,7 @@ struct pending_push {
 template <class T>
 pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_subscription& subscription,
                              push_invoker<T> invoker, bool manual_commit, const boost::asio::any_io_executor& executor,
-                             std::optional<producer<dead_letter<T>>> dead_letters,
-                             std::shared_ptr<group_counters> counters)
+                             letter_producer dead_letters, std::shared_ptr<group_counters> counters)
 {
     if (dead_letters) {
         if (!manual_commit) {
@@ -175,15 +172,20 @@ pending_push make_push_loops(const std::shared_ptr<topic<T>>& topic, const push_
                       .created = !topic->has_group(options.group),
                       .remove_group = [topic, group = options.group] { return topic->remove_group(group); },
                       .loops = {}};
-    std::vector<pull_consumer<T>> consumers;
-    for (auto& state : topic->create_consumers(options, subscription.concurrency)) {
-        consumers.emplace_back(std::move(state));
-    }
+    const std::vector<std::shared_ptr<consumer_base>> states =
+        topic->create_consumers(options, subscription.concurrency);
+    std::vector<pull_consumer<T>> consumers(states.begin(), states.end());
     try {
-        for (pull_consumer<T>& consumer : consumers) {
-            made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumer), invoker, manual_commit, executor,
-                                                                subscription.max_attempts, subscription.retry_backoff,
-                                                                dead_letters, counters));
+        for (std::size_t index = 0; index < consumers.size(); ++index) {
+            // The loop's path to its dead-letter topic: its records that do not decode and the
+            // batches it gives up on go there.
+            std::shared_ptr<dead_letter_path> path =
+                dead_letters ? std::make_shared<dead_letter_path>(states[index], dead_letters,
+                                                                  std::string(subscription.dead_letter_topic), counters)
+                             : nullptr;
+            made.loops.push_back(std::make_shared<push_loop<T>>(std::move(consumers[index]), invoker, manual_commit,
+                                                                executor, subscription.max_attempts,
+                                                                subscription.retry_backoff, std::move(path), counters));
         }
     } catch (...) {
         made.loops.clear();

@@ -13,7 +13,6 @@
 #include "bufferqueue/topic/detail/router.hpp"
 #include "bufferqueue/topic/detail/topic.hpp"
 #include "bufferqueue/topic/detail/topic_core.hpp"
-#include "bufferqueue/topic/detail/topic_dead_letter_sink.hpp"
 
 #include <cstddef>
 #include <cstdint>
@@ -161,16 +160,6 @@ public:
     }
 
     topic_stats stats() override { return core_.stats(); }
-
-    std::shared_ptr<dead_letter_sink> make_dead_letter_sink() override
-    {
-        if constexpr (dead_letter_traits<T>::is_letter) {
-            return std::make_shared<topic_dead_letter_sink<typename dead_letter_traits<T>::item>>(
-                this->shared_from_this());
-        } else {
-            return nullptr;
-        }
-    }
 
     bool has_group(const std::string& group) override { return core_.has_group(group); }
     bool remove_group(const std::string& group) override { return core_.remove_group(group); }

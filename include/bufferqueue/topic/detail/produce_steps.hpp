@@ -1,5 +1,5 @@
 // Internal: one asynchronous produce into a typed topic, whatever starts it - `producer<T>::produce`,
-// or the dead-letter sink of a topic of `dead_letter<T>` (dead_letter_sink.hpp).
+// or the letter producer of a topic of `dead_letter<T>` (letter_producer.hpp).
 #pragma once
 
 #include "bufferqueue/detail/completion.hpp"

@@ -20,8 +20,6 @@
 
 namespace bufferqueue::detail {
 
-class dead_letter_sink;
-
 /// A registry entry: any topic, whatever its item type.
 class topic_base {
 public:
@@ -36,10 +34,6 @@ public:
     virtual void close() noexcept = 0;
     /// A snapshot of the topic's statistics (see `buffer_queue::stats`). Thread-safe; allocates.
     virtual topic_stats stats() = 0;
-    /// For a topic of `dead_letter<T>`: a new sink that produces the letters of one pull consumer
-    /// of `T` into this topic (topic_dead_letter_sink.hpp; one per consumer, as a sink takes one
-    /// `send` at a time); null for a topic of any other item type. Thread-safe; allocates.
-    virtual std::shared_ptr<dead_letter_sink> make_dead_letter_sink() = 0;
 
 protected:
     topic_base() = default;
