@@ -1,8 +1,11 @@
-// Tests of dynamic partition assignment (the internal API a group protocol drives, reached through
-// the topic face: assign_partitions / revoke_partitions): the consumer's set changes while it runs,
-// a parked consume follows it, a revoked partition is delivered by no later consume of its old
-// owner, and a delivered batch of a revoked partition cannot be committed and goes to the next owner.
-#include "bufferqueue/memory/memory_topic.hpp"
+// Tests of dynamic partition assignment (what a group protocol drives through the membership port,
+// storage/group_membership.hpp: assign / revoke): the consumer's set changes while it runs, a parked
+// consume follows it, a revoked partition is delivered by no later consume of its old owner, and a
+// delivered batch of a revoked partition cannot be committed and goes to the next owner. The topics
+// are the test backend's, with its membership driven by hand (test_backend_membership::manual).
+#include "storage/test_backend/test_backend.hpp"
+
+#include "bufferqueue/buffer_queue.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
 
@@ -41,38 +44,50 @@ using partitions = std::vector<std::size_t>;
 /// A hang guard, never a timing assertion: generous enough for ThreadSanitizer on a loaded machine.
 constexpr auto hang_guard = std::chrono::seconds(60);
 
-/// An unbounded memory topic of `count` partitions whose key sends value v to partition v % count.
-std::shared_ptr<bq::detail::topic<int>> keyed_int_topic(asio::io_context& io, std::size_t count)
-{
-    bq::memory_topic_options<int> options;
-    options.name = "assigned";
-    options.partitions = count;
-    // Key k goes to partition (k - 1) % count.
-    options.partition_key = [count](int value) {
-        return static_cast<std::int64_t>(value % static_cast<int>(count)) + 1;
-    };
-    return bq::detail::make_memory_topic<int>(std::move(options), io.get_executor());
-}
+namespace tb = bufferqueue_test_backend;
 
-std::vector<bq::pull_consumer<int>> consumers_of(bq::detail::topic<int>& topic, std::size_t count, bool auto_commit,
+/// An unbounded test backend topic "assigned" of `count` partitions whose key sends value v to
+/// partition v % count, on a queue whose executor is `io`'s. Its group membership is outside the
+/// topic and moves partitions only when the test says so (through `assign` and `revoke` below).
+struct assigned_topic {
+    assigned_topic(asio::io_context& io, std::size_t count)
+        : queue(io.get_executor()), membership(std::make_shared<tb::test_backend_membership>(count))
+    {
+        membership->manual();
+        tb::test_backend_topic_options<int> options{.name = "assigned", .partitions = count};
+        // Key k goes to partition (k - 1) % count.
+        options.partition_key = [count](int value) {
+            return static_cast<std::int64_t>(value % static_cast<int>(count)) + 1;
+        };
+        options.membership = membership;
+        queue.add_topic(std::move(options));
+    }
+
+    bq::producer<int> producer() { return queue.producer<int>("assigned"); }
+
+    bq::buffer_queue queue;
+    std::shared_ptr<tb::test_backend_membership> membership;
+};
+
+/// `count` consumers of group "g", given contiguous, even shares of the partitions (as a topic
+/// without outside membership splits them) before they are returned.
+std::vector<bq::pull_consumer<int>> consumers_of(assigned_topic& topic, std::size_t count, bool auto_commit,
                                                  std::size_t batch_size = 100)
 {
-    std::vector<bq::pull_consumer<int>> made;
-    for (auto& state : topic.create_consumers(
-             {.topic = "assigned", .group = "g", .auto_commit = auto_commit, .batch_size = batch_size}, count)) {
-        made.emplace_back(std::move(state));
-    }
+    std::vector<bq::pull_consumer<int>> made = topic.queue.create_pull_consumers<int>(
+        {.topic = "assigned", .group = "g", .auto_commit = auto_commit, .batch_size = batch_size}, count);
+    topic.membership->rebalance_now("g");
     return made;
 }
 
-void assign(bq::detail::topic<int>& topic, std::size_t consumer, const partitions& which)
+void assign(assigned_topic& topic, std::size_t consumer, const partitions& which)
 {
-    topic.assign_partitions("g", consumer, which);
+    topic.membership->port().assign("g", consumer, which);
 }
 
-void revoke(bq::detail::topic<int>& topic, std::size_t consumer, const partitions& which)
+void revoke(assigned_topic& topic, std::size_t consumer, const partitions& which)
 {
-    topic.revoke_partitions("g", consumer, which);
+    topic.membership->port().revoke("g", consumer, which);
 }
 
 std::vector<int> values_of(const bq::batch<int>& delivered)
@@ -123,27 +138,27 @@ std::shared_ptr<started_consume> start_consume(asio::io_context& io, bq::pull_co
 
 TEST_CASE("partition assignment: assign and revoke change a consumer's partitions, and partitions() shows the "
           "current set",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 4);
-    auto consumers = consumers_of(*topic, 2, false);
+    assigned_topic topic(io, 4);
+    auto consumers = consumers_of(topic, 2, false);
     REQUIRE(consumers[0].partitions() == partitions{0, 1});
     REQUIRE(consumers[1].partitions() == partitions{2, 3});
 
-    revoke(*topic, 0, {1});
+    revoke(topic, 0, {1});
     CHECK(consumers[0].partitions() == partitions{0});
-    assign(*topic, 1, {1});
+    assign(topic, 1, {1});
     CHECK(consumers[1].partitions() == partitions{1, 2, 3});
 
     // Assigning a partition another consumer holds (idle, no batch of it) moves it at once.
-    assign(*topic, 0, {3, 2});
+    assign(topic, 0, {3, 2});
     CHECK(consumers[0].partitions() == partitions{0, 2, 3});
     CHECK(consumers[1].partitions() == partitions{1});
 
     // Revoking a partition the consumer does not hold is skipped; assigning one it holds is too.
-    revoke(*topic, 1, {0});
-    assign(*topic, 1, {1});
+    revoke(topic, 1, {0});
+    assign(topic, 1, {1});
     CHECK(consumers[1].partitions() == partitions{1});
 }
 
@@ -152,18 +167,18 @@ TEST_CASE("partition assignment: assign and revoke change a consumer's partition
 // heap-buffer-overflow under AddressSanitizer and a use-after-free under ThreadSanitizer).
 TEST_CASE("partition assignment: a consumer whose set shrinks while it is idle reads its remaining partition "
           "next",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 4);
-    auto consumers = consumers_of(*topic, 1, true);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 4);
+    auto consumers = consumers_of(topic, 1, true);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(std::vector<int>{2}));  // partition 2: the ring continues at 3
     const auto first = consumers[0].try_consume();
     REQUIRE(first.has_value());
     REQUIRE(first->partition() == 2);
 
-    revoke(*topic, 0, {1, 2, 3});  // idle: adopted inside the call
+    revoke(topic, 0, {1, 2, 3});  // idle: adopted inside the call
     REQUIRE(consumers[0].partitions() == partitions{0});
     REQUIRE(producer.try_produce(std::vector<int>{4}));  // partition 0
     const auto second = consumers[0].try_consume();
@@ -173,19 +188,19 @@ TEST_CASE("partition assignment: a consumer whose set shrinks while it is idle r
 }
 
 TEST_CASE("partition assignment: a revoked partition is not read by its old owner, and its new owner reads it",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, true);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, true);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(std::vector<int>{0, 2, 4}));  // partition 0
 
-    revoke(*topic, 0, {0});
+    revoke(topic, 0, {0});
     CHECK_FALSE(consumers[0].try_consume().has_value());
     CHECK_FALSE(consumers[1].try_consume().has_value());
 
-    assign(*topic, 1, {0});
+    assign(topic, 1, {0});
     const auto delivered = consumers[1].try_consume();
     REQUIRE(delivered.has_value());
     CHECK(delivered->partition() == 0);
@@ -193,18 +208,19 @@ TEST_CASE("partition assignment: a revoked partition is not read by its old owne
     CHECK_FALSE(consumers[0].try_consume().has_value());
 }
 
-TEST_CASE("partition assignment: a parked consume wakes on data of a newly assigned partition", "[consumer][memory]")
+TEST_CASE("partition assignment: a parked consume wakes on data of a newly assigned partition",
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 4);
-    auto consumers = consumers_of(*topic, 2, true);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 4);
+    auto consumers = consumers_of(topic, 2, true);
+    bq::producer<int> producer = topic.producer();
 
     const auto parked = start_consume(io, consumers[0]);
     io.run_for(std::chrono::milliseconds(20));
     REQUIRE_FALSE(parked->done);
 
-    assign(*topic, 0, {2});  // taken from consumer 1, which is idle
+    assign(topic, 0, {2});  // taken from consumer 1, which is idle
     CHECK(consumers[0].partitions() == partitions{0, 1, 2});
     io.restart();
     io.run_for(std::chrono::milliseconds(20));
@@ -221,20 +237,20 @@ TEST_CASE("partition assignment: a parked consume wakes on data of a newly assig
 
 TEST_CASE("partition assignment: a partition assigned and taken away again before its consumer adopted it goes "
           "to its next owner",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 4);
-    auto consumers = consumers_of(*topic, 2, true);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 4);
+    auto consumers = consumers_of(topic, 2, true);
+    bq::producer<int> producer = topic.producer();
 
     const auto parked = start_consume(io, consumers[0]);
     io.run_for(std::chrono::milliseconds(20));
     REQUIRE_FALSE(parked->done);
 
     // Consumer 0 is woken to take partition 2, and loses it again before its resumption runs.
-    assign(*topic, 0, {2});
-    assign(*topic, 1, {2});
+    assign(topic, 0, {2});
+    assign(topic, 1, {2});
     io.restart();
     io.run_for(std::chrono::milliseconds(20));
     REQUIRE_FALSE(parked->done);
@@ -251,25 +267,25 @@ TEST_CASE("partition assignment: a partition assigned and taken away again befor
 }
 
 TEST_CASE("partition assignment: a parked consume whose partitions are all revoked waits until one is assigned",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, true);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, true);
+    bq::producer<int> producer = topic.producer();
 
     const auto parked = start_consume(io, consumers[0]);
     io.run_for(std::chrono::milliseconds(20));
     REQUIRE_FALSE(parked->done);
 
-    revoke(*topic, 0, {0});
+    revoke(topic, 0, {0});
     CHECK(consumers[0].partitions().empty());
     REQUIRE(producer.try_produce(std::vector<int>{0, 1}));  // one item in each partition
     io.restart();
     io.run_for(std::chrono::milliseconds(50));
     CHECK_FALSE(parked->done);  // neither its old partition nor the other one's data reach it
 
-    assign(*topic, 0, {0});
+    assign(topic, 0, {0});
     io.restart();
     io.run_for(std::chrono::seconds(5));
     REQUIRE(parked->done);
@@ -279,19 +295,19 @@ TEST_CASE("partition assignment: a parked consume whose partitions are all revok
 
 TEST_CASE("partition assignment: a delivered batch of a revoked partition fails to commit with partition_revoked, "
           "stays valid, and its records go to the next owner",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, false);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, false);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(std::vector<int>{0, 2, 4}));  // partition 0
 
     const auto delivered = consumers[0].try_consume();
     REQUIRE(delivered.has_value());
     REQUIRE(delivered->partition() == 0);
 
-    assign(*topic, 1, {0});  // revoked from consumer 0, which still holds a batch of it
+    assign(topic, 1, {0});  // revoked from consumer 0, which still holds a batch of it
     CHECK(consumers[0].partitions().empty());
     CHECK(consumers[1].partitions() == partitions{1});  // handed over once consumer 0 lets go
     CHECK(values_of(*delivered) == std::vector<int>{0, 2, 4});
@@ -314,16 +330,16 @@ TEST_CASE("partition assignment: a delivered batch of a revoked partition fails 
 }
 
 TEST_CASE("partition assignment: closing the holder of a revoked partition hands the partition over",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, false);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, false);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(1));  // partition 1
     REQUIRE(consumers[1].try_consume().has_value());
 
-    assign(*topic, 0, {1});
+    assign(topic, 0, {1});
     CHECK(consumers[0].partitions() == partitions{0});
     consumers[1].close();
     CHECK(consumers[0].partitions() == partitions{0, 1});
@@ -333,23 +349,23 @@ TEST_CASE("partition assignment: closing the holder of a revoked partition hands
 }
 
 TEST_CASE("partition assignment: a partition revoked from the consumer waiting for it goes to nobody",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, false);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, false);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(std::vector<int>{0, 2}));  // partition 0
     REQUIRE(consumers[0].try_consume().has_value());
 
-    assign(*topic, 1, {0});                               // consumer 0 holds a batch of it: handed over later
-    revoke(*topic, 1, {0});                               // ... but not to consumer 1 any more
+    assign(topic, 1, {0});                                // consumer 0 holds a batch of it: handed over later
+    revoke(topic, 1, {0});                                // ... but not to consumer 1 any more
     CHECK_FALSE(consumers[0].try_consume().has_value());  // lets go of partition 0
     CHECK(consumers[0].partitions().empty());
     CHECK(consumers[1].partitions() == partitions{1});
     CHECK_FALSE(consumers[1].try_consume().has_value());
 
-    assign(*topic, 1, {0});  // free now: taken at once, from the uncommitted position
+    assign(topic, 1, {0});  // free now: taken at once, from the uncommitted position
     CHECK(consumers[1].partitions() == partitions{0, 1});
     const auto delivered = consumers[1].try_consume();
     REQUIRE(delivered.has_value());
@@ -357,18 +373,18 @@ TEST_CASE("partition assignment: a partition revoked from the consumer waiting f
 }
 
 TEST_CASE("partition assignment: a revoke that is assigned back before the consumer lets go keeps the partition",
-          "[consumer][memory]")
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, false);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, false);
+    bq::producer<int> producer = topic.producer();
     REQUIRE(producer.try_produce(std::vector<int>{0, 2}));  // partition 0
     const auto delivered = consumers[0].try_consume();
     REQUIRE(delivered.has_value());
 
-    revoke(*topic, 0, {0});
-    assign(*topic, 0, {0});
+    revoke(topic, 0, {0});
+    assign(topic, 0, {0});
     CHECK(consumers[0].partitions() == partitions{0});
     // It saw the revoke while holding the batch, so the batch is not committed; the records come
     // again to the same consumer.
@@ -379,21 +395,22 @@ TEST_CASE("partition assignment: a revoke that is assigned back before the consu
     CHECK_FALSE(commit_now(io, consumers[0]));
 }
 
-TEST_CASE("partition assignment: bad requests are refused with the documented errors", "[consumer][memory]")
+TEST_CASE("partition assignment: bad requests are refused with the documented errors",
+          "[consumer][test_backend][membership]")
 {
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, 2);
-    auto consumers = consumers_of(*topic, 2, true);
+    assigned_topic topic(io, 2);
+    auto consumers = consumers_of(topic, 2, true);
     const auto code_of = [](auto&& call) {
         const auto failure = bq::test::error_from(call);
         return failure ? static_cast<bq::errc>(failure->code().value()) : bq::errc{};
     };
     const partitions zero{0};
-    CHECK(code_of([&] { topic->assign_partitions("unknown", 0, zero); }) == bq::errc::invalid_argument);
-    CHECK(code_of([&] { topic->assign_partitions("g", 2, zero); }) == bq::errc::invalid_argument);
-    CHECK(code_of([&] { topic->revoke_partitions("g", 0, partitions{2}); }) == bq::errc::invalid_argument);
+    CHECK(code_of([&] { topic.membership->port().assign("unknown", 0, zero); }) == bq::errc::invalid_argument);
+    CHECK(code_of([&] { topic.membership->port().assign("g", 2, zero); }) == bq::errc::invalid_argument);
+    CHECK(code_of([&] { topic.membership->port().revoke("g", 0, partitions{2}); }) == bq::errc::invalid_argument);
     consumers[1].close();
-    CHECK(code_of([&] { topic->assign_partitions("g", 1, zero); }) == bq::errc::closed);
+    CHECK(code_of([&] { topic.membership->port().assign("g", 1, zero); }) == bq::errc::closed);
     CHECK(consumers[0].partitions() == partitions{0});
 }
 
@@ -405,14 +422,14 @@ TEST_CASE("partition assignment: bad requests are refused with the documented er
 // is "a consumer whose set shrinks while it is idle reads its remaining partition next".
 TEST_CASE("partition assignment: partitions moved between running consumers are delivered exactly once under "
           "auto-commit, never to two consumers at once",
-          "[consumer][memory][concurrency]")
+          "[consumer][test_backend][membership][concurrency]")
 {
     constexpr std::size_t partition_count = 4;
     constexpr int item_count = 20000;
     asio::io_context io;
-    const auto topic = keyed_int_topic(io, partition_count);
-    auto consumers = consumers_of(*topic, 2, true, 7);
-    bq::producer<int> producer(topic);
+    assigned_topic topic(io, partition_count);
+    auto consumers = consumers_of(topic, 2, true, 7);
+    bq::producer<int> producer = topic.producer();
 
     std::array<std::atomic<int>, partition_count> reader{};  // who holds a batch of the partition, or -1
     for (auto& each : reader) {
@@ -474,7 +491,7 @@ TEST_CASE("partition assignment: partitions moved between running consumers are 
         while (producing.load()) {
             const std::size_t consumer = random() % 2;
             const std::size_t partition = random() % partition_count;
-            topic->assign_partitions("g", consumer, partitions{partition});
+            topic.membership->port().assign("g", consumer, partitions{partition});
             std::this_thread::yield();
         }
     });

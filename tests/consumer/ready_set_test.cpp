@@ -7,6 +7,7 @@
 #include "bufferqueue/memory/memory_topic.hpp"
 #include "bufferqueue/producer.hpp"
 #include "bufferqueue/pull_consumer.hpp"
+#include "storage/test_backend/test_backend.hpp"
 
 #include "catch.hpp"
 #include "queue_test_support.hpp"
@@ -26,6 +27,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <numeric>
 #include <optional>
 #include <random>
@@ -40,6 +42,7 @@ namespace {
 
 namespace asio = boost::asio;
 namespace bq = bufferqueue;
+namespace tb = bufferqueue_test_backend;
 
 /// A hang guard, never a timing assertion: generous enough for ThreadSanitizer on a loaded machine.
 constexpr auto hang_guard = std::chrono::seconds(60);
@@ -168,25 +171,29 @@ TEST_CASE("a consume awaited over 4,096 partitions wakes for an item produced to
     CHECK(received == std::vector<int>{4000, 17, 4095});
 }
 
-TEST_CASE("a consumer given the partitions of another reads all of them", "[consumer][memory][ready_set]")
+TEST_CASE("a consumer given the partitions of another reads all of them", "[consumer][test_backend][ready_set]")
 {
     constexpr std::size_t partition_count = 600;  // 300 each: both above the threshold, 600 after
     asio::io_context io;
-    bq::memory_topic_options<int> options;
-    options.name = "wide";
-    options.partitions = partition_count;
-    options.partition_key = [](int value) { return static_cast<std::int64_t>(value % 600) + 1; };
-    const auto topic = bq::detail::make_memory_topic<int>(std::move(options), io.get_executor());
-    std::vector<bq::pull_consumer<int>> consumers;
-    for (auto& state : topic->create_consumers({.topic = "wide", .group = "g", .auto_commit = true}, 2)) {
-        consumers.emplace_back(std::move(state));
-    }
-    bq::producer<int> producer(topic);
+    bq::buffer_queue queue(io.get_executor());
+    // The group protocol moves partitions only when the test says so.
+    auto membership = std::make_shared<tb::test_backend_membership>(partition_count);
+    membership->manual();
+    queue.add_topic(tb::test_backend_topic_options<int>{
+        .name = "wide",
+        .partitions = partition_count,
+        .partition_key = [](const int& value) { return static_cast<std::int64_t>(value % 600) + 1; },
+        .membership = membership});
+    std::vector<bq::pull_consumer<int>> consumers =
+        queue.create_pull_consumers<int>({.topic = "wide", .group = "g", .auto_commit = true}, 2);
+    membership->rebalance_now("g");  // 300 each, as a topic without outside membership splits them
+    REQUIRE(consumers[0].partitions().size() == 300);
+    auto producer = queue.producer<int>("wide");
     CHECK(drain(consumers[0]).empty());
     CHECK(drain(consumers[1]).empty());
     std::vector<std::size_t> second_half(300);
     std::iota(second_half.begin(), second_half.end(), std::size_t{300});
-    topic->assign_partitions("g", 0, second_half);  // consumer 1 is idle: handed over at once
+    membership->port().assign("g", 0, second_half);  // consumer 1 is idle: handed over at once
     REQUIRE(consumers[0].partitions().size() == partition_count);
     for (int value = 0; value < 600; ++value) {
         REQUIRE(producer.try_produce(value));

@@ -693,13 +693,11 @@ TEST_CASE("buffer queue: produce, consume and commit complete through use_future
 TEST_CASE("buffer queue: memory topics get producer lanes only where round-robin already spreads the order",
           "[registry][memory]")
 {
-    boost::asio::io_context io;
-    using memory_topic = bq::detail::basic_topic<int, bq::detail::memory_partition<int>>;
-    const auto lanes_of = [&io](bq::memory_topic_options<int> options) {
-        const auto made = std::dynamic_pointer_cast<memory_topic>(
-            bq::detail::make_memory_topic(std::move(options), io.get_executor()));
-        REQUIRE(made != nullptr);
-        return made->storage_of(0).lane_count();
+    // The partitions the memory backend's make_topic hands to make_partitioned_topic.
+    const auto lanes_of = [](const bq::memory_topic_options<int>& options) {
+        const auto made = bq::detail::make_memory_partitions(options);
+        REQUIRE(made.size() == options.partitions);
+        return made[0].lane_count();
     };
     CHECK(lanes_of({.name = "spread", .partitions = 2}) == 8);
     CHECK(lanes_of({.name = "single", .partitions = 1}) == 1);

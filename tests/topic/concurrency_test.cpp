@@ -11,6 +11,7 @@
 #include "bufferqueue/topic/detail/capacity_gate.hpp"
 
 #include "catch.hpp"
+#include "topic/held_items_support.hpp"
 
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/detached.hpp>
@@ -56,8 +57,6 @@ struct stamped {
     std::uint32_t producer = 0;
     std::uint32_t seq = 0;
 };
-
-using stamped_topic = bq::detail::basic_topic<stamped, bq::detail::memory_partition<stamped>>;
 
 /// Collects exceptions that escaped coroutines on worker threads, for the test thread to report.
 class failure_sink {
@@ -628,31 +627,19 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
 
     asio::io_context io_consumers;
     asio::thread_pool pool(1);
-    auto options = stamped_options("bounded", partitions, false, 16);
-    options.bounded_capacity = capacity;
-    options.full_mode = bq::full_mode::wait;
-    const auto topic = std::dynamic_pointer_cast<stamped_topic>(
-        bq::detail::make_memory_topic<stamped>(std::move(options), io_consumers.get_executor()));
-    REQUIRE(topic);
+    bq::buffer_queue queue{io_consumers.get_executor()};
+    // A memory topic whose partitions count the admitted items they hold, at every append.
+    bq::test::counted_memory_topic_options<stamped> options{.memory =
+                                                                stamped_options("bounded", partitions, false, 16)};
+    options.memory.bounded_capacity = capacity;
+    options.memory.full_mode = bq::full_mode::wait;
+    const std::shared_ptr<bq::test::held_items> held = options.held;
+    queue.add_topic(std::move(options));
 
-    std::atomic<std::size_t> most_admitted{0};
-    auto sample = [&topic, &most_admitted] {
-        const std::size_t admitted = topic->admitted_items();
-        std::size_t seen = most_admitted.load(std::memory_order_relaxed);
-        while (admitted > seen && !most_admitted.compare_exchange_weak(seen, admitted, std::memory_order_relaxed)) {
-        }
-    };
-
-    std::vector<bq::pull_consumer<stamped>> manual;
-    for (auto& state :
-         topic->create_consumers({.topic = "bounded", .group = "manual", .auto_commit = false, .batch_size = 10}, 2)) {
-        manual.emplace_back(std::move(state));
-    }
-    std::vector<bq::pull_consumer<stamped>> automatic;
-    for (auto& state :
-         topic->create_consumers({.topic = "bounded", .group = "auto", .auto_commit = true, .batch_size = 5}, 1)) {
-        automatic.emplace_back(std::move(state));
-    }
+    std::vector<bq::pull_consumer<stamped>> manual = queue.create_pull_consumers<stamped>(
+        {.topic = "bounded", .group = "manual", .auto_commit = false, .batch_size = 10}, 2);
+    std::vector<bq::pull_consumer<stamped>> automatic = queue.create_pull_consumers<stamped>(
+        {.topic = "bounded", .group = "auto", .auto_commit = true, .batch_size = 5}, 1);
 
     delivery_log log_manual(producer_count, per_producer, partitions);
     delivery_log log_auto(producer_count, per_producer, partitions);
@@ -660,10 +647,10 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
     failure_sink failures;
     finish_line finished(3);
     for (auto& consumer : manual) {
-        asio::co_spawn(io_consumers, consume_until_closed(consumer, log_manual, true, done, sample),
+        asio::co_spawn(io_consumers, consume_until_closed(consumer, log_manual, true, done),
                        report_to{&failures, &finished});
     }
-    asio::co_spawn(pool, consume_until_closed(automatic.front(), log_auto, false, done, sample),
+    asio::co_spawn(pool, consume_until_closed(automatic.front(), log_auto, false, done),
                    report_to{&failures, &finished});
     std::vector<std::thread> threads;
     threads.emplace_back([&io_consumers] { io_consumers.run(); });
@@ -676,7 +663,7 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
     for (std::uint32_t id = 0; id < producer_count; ++id) {
         producers.emplace_back([&, id] {
             asio::io_context io;
-            bq::producer<stamped> producer(topic);
+            bq::producer<stamped> producer = queue.producer<stamped>("bounded");
             asio::co_spawn(
                 io,
                 [&]() -> asio::awaitable<void> {
@@ -701,7 +688,6 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
                             produce_errors.fetch_add(1, std::memory_order_relaxed);
                             co_return;
                         }
-                        sample();
                     }
                 },
                 [&failures](std::exception_ptr failure) { failures(failure); });
@@ -711,10 +697,16 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
     join_all(producers);
 
     const bool all_done = done.wait();
-    sample();
-    const std::size_t admitted_at_end = topic->admitted_items();
-    topic->close();
+    // Both groups committed everything, so all the room came back: a batch of the whole capacity is
+    // admitted at once (its consumers closed first, so nobody receives it).
+    for (auto* consumer : {&manual[0], &manual[1], &automatic[0]}) {
+        consumer->close();
+    }
     const bool all_finished = finished.wait();
+    const std::vector<stamped> whole_capacity(capacity, stamped{producer_count, 0});
+    const bool room_came_back =
+        all_finished && queue.producer<stamped>("bounded").try_produce(std::span<const stamped>(whole_capacity));
+    queue.close();
     if (!all_finished) {
         io_consumers.stop();
         pool.stop();
@@ -727,10 +719,9 @@ TEST_CASE("concurrency: a bounded wait-mode topic admits every item exactly once
     CHECK(produce_errors == 0);
     CHECK(failures.count() == 0);
     INFO(failures.first_message());
-    CHECK(most_admitted <= capacity);
-    CHECK(most_admitted > 0);
-    // Both groups committed everything, so all the room came back.
-    CHECK(admitted_at_end == 0);
+    CHECK(held->most() <= static_cast<std::int64_t>(capacity));
+    CHECK(held->most() > 0);
+    CHECK(room_came_back);
     for (const delivery_log* log : {&log_manual, &log_auto}) {
         CHECK(log->missing() == 0);
         CHECK(log->duplicated() == 0);
@@ -1211,11 +1202,10 @@ TEST_CASE("concurrency: waiting produces completed on io threads share their pro
     options.bounded_capacity = 8;
     options.full_mode = bq::full_mode::wait;
     options.producer_lanes = 4;
-    const auto topic = std::dynamic_pointer_cast<stamped_topic>(
-        bq::detail::make_memory_topic<stamped>(std::move(options), pool.get_executor()));
-    REQUIRE(topic);
-    bq::pull_consumer<stamped> consumer(
-        topic->create_consumers({.topic = "bounded", .group = "g", .auto_commit = true, .batch_size = 7}, 1).front());
+    bq::buffer_queue queue{pool.get_executor()};
+    queue.add_topic(std::move(options));
+    bq::pull_consumer<stamped> consumer =
+        queue.create_pull_consumer<stamped>({.topic = "bounded", .group = "g", .auto_commit = true, .batch_size = 7});
 
     std::mutex mutex;
     std::condition_variable progress;
@@ -1250,7 +1240,7 @@ TEST_CASE("concurrency: waiting produces completed on io threads share their pro
     std::vector<std::thread> producers;
     for (std::uint32_t id = 0; id < producer_count; ++id) {
         producers.emplace_back([&, id] {
-            bq::producer<stamped> producer(topic);
+            bq::producer<stamped> producer = queue.producer<stamped>("bounded");
             for (std::uint32_t round = 0; round < rounds; ++round) {
                 const std::uint32_t first = round * 4;
                 producer.produce(std::vector<stamped>{{id, first}, {id, first + 1}, {id, first + 2}},
@@ -1273,8 +1263,14 @@ TEST_CASE("concurrency: waiting produces completed on io threads share their pro
         std::unique_lock lock(mutex);
         all_received = progress.wait_for(lock, hang_guard, [&] { return received == stored.load(); });
     }
-    topic->close();
+    consumer.close();
     const bool consumer_finished = finished.wait();
+    // Everything was committed, so all the room came back: a batch of the whole capacity is admitted
+    // at once (its consumer closed first, so nobody receives it).
+    const std::vector<stamped> whole_capacity(8, stamped{producer_count, 0});
+    const bool room_came_back =
+        consumer_finished && queue.producer<stamped>("bounded").try_produce(std::span<const stamped>(whole_capacity));
+    queue.close();
     pool.join();
 
     CHECK(all_done);
@@ -1292,7 +1288,7 @@ TEST_CASE("concurrency: waiting produces completed on io threads share their pro
     }
     CHECK(duplicates == 0);
     CHECK(missing_batch_items == 0);
-    CHECK(topic->admitted_items() == 0);
+    CHECK(room_came_back);
 }
 
 }  // namespace concurrency_test

@@ -9,10 +9,7 @@
 #include "bufferqueue/topic/partitioned_topic.hpp"
 #include "bufferqueue/topic/topic_context.hpp"
 
-#include <boost/asio/any_io_executor.hpp>
-
 #include <cstddef>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -59,37 +56,40 @@ std::size_t checked_memory_lanes(const std::string& name, std::size_t partitions
                                  std::optional<std::size_t> bounded_capacity, bufferqueue::full_mode full_mode,
                                  std::size_t producer_lanes, bool keyed);
 
-/// Validates `options` and builds the topic. Throws `bufferqueue::error` naming the option at fault.
+/// Validates `options` and builds the topic's partitions, partition 0 first, each with its resolved
+/// producer lanes: what `make_topic` hands to `make_partitioned_topic`. Throws `bufferqueue::error`
+/// `errc::invalid_argument` naming the option at fault; allocates.
 template <class T>
-std::shared_ptr<topic<T>> make_memory_topic(memory_topic_options<T> options, boost::asio::any_io_executor executor)
+topic_partitions<memory_partition<T>> make_memory_partitions(const memory_topic_options<T>& options)
 {
     const std::size_t lanes =
         checked_memory_lanes(options.name, options.partitions, options.segment_size, options.bounded_capacity,
                              options.full_mode, options.producer_lanes, static_cast<bool>(options.partition_key));
-
-    // The topic keeps a round-robin position per producer lane (`producer_lanes_of`).
     topic_partitions<memory_partition<T>> partitions;
     partitions.reserve(options.partitions);
     for (std::size_t partition = 0; partition < options.partitions; ++partition) {
         partitions.emplace_back(options.segment_size, options.bounded_capacity.has_value(), lanes);
     }
-    return build_topic(topic_settings<T>{.name = std::move(options.name),
-                                         .partition_key = std::move(options.partition_key),
-                                         .bounded_capacity = options.bounded_capacity,
-                                         .full_mode = options.full_mode},
-                       std::move(partitions), std::move(executor),
-                       [](std::size_t) { return std::shared_ptr<io_pool>(); });
+    return partitions;
 }
 
 }  // namespace detail
 
 /// The `make_topic` of in-memory topics, found by `buffer_queue::add_topic`: validates `options` and
-/// builds the topic. Throws `bufferqueue::error` `errc::invalid_argument` naming the option at fault.
+/// builds the topic through `make_partitioned_topic` (memory partitions never block, so it asks for
+/// no pool). Throws `bufferqueue::error` `errc::invalid_argument` naming the option at fault.
 /// Allocates; never blocks.
 template <class T>
 registered_topic make_topic(memory_topic_options<T> options, topic_context& context)
 {
-    return detail::registered_topic_access::make(detail::make_memory_topic(std::move(options), context.executor()));
+    // The topic keeps a round-robin position per producer lane (`producer_lanes_of`).
+    topic_partitions<detail::memory_partition<T>> partitions = detail::make_memory_partitions(options);
+    return make_partitioned_topic(context,
+                                  topic_settings<T>{.name = std::move(options.name),
+                                                    .partition_key = std::move(options.partition_key),
+                                                    .bounded_capacity = options.bounded_capacity,
+                                                    .full_mode = options.full_mode},
+                                  std::move(partitions));
 }
 
 }  // namespace bufferqueue

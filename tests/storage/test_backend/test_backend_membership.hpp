@@ -138,6 +138,28 @@ public:
         manual_ = true;
     }
 
+    /// Rebalances `group` now, on the calling thread, also when `manual`: the consumers it counts as
+    /// open get their contiguous shares (the first ones one more), as a topic without outside
+    /// membership splits its partitions. Throws what the port throws.
+    void rebalance_now(const std::string& group)
+    {
+        std::vector<std::size_t> members;
+        bufferqueue::membership_port port;
+        {
+            const std::lock_guard lock(mutex_);
+            const auto found = groups_.find(group);
+            if (found != groups_.end()) {
+                members.assign(found->second.open.begin(), found->second.open.end());
+            }
+            port = port_;
+            ++rebalances_;
+        }
+        const std::vector<std::vector<std::size_t>> shares = shares_of(members.size());
+        for (std::size_t position = 0; position < members.size(); ++position) {
+            port.assign(group, members[position], shares[position]);
+        }
+    }
+
     /// From now on, every `consumer_closed` waits `delay` before it acts (a membership that is slow
     /// to act on a leave), so a test can run something while a close report is in flight.
     void slow_close_reports(std::chrono::milliseconds delay)
@@ -243,24 +265,29 @@ private:
     void rebalance(const bufferqueue::membership_port& port, const std::string& group,
                    const std::vector<std::size_t>& members) const
     {
-        if (members.empty()) {
-            return;  // the partitions stay with nobody until a consumer joins
-        }
-        const std::size_t base_share = partitions_ / members.size();
-        const std::size_t larger_shares = partitions_ % members.size();
-        std::size_t next = 0;
+        // No members: the partitions stay with nobody until a consumer joins.
+        const std::vector<std::vector<std::size_t>> shares = shares_of(members.size());
         for (std::size_t position = 0; position < members.size(); ++position) {
-            const std::size_t share = base_share + (position < larger_shares ? 1 : 0);
-            std::vector<std::size_t> assigned;
-            for (std::size_t i = 0; i < share; ++i) {
-                assigned.push_back(next++);
-            }
             try {
-                port.assign(group, members[position], assigned);
+                port.assign(group, members[position], shares[position]);
             } catch (...) {
                 // That consumer closed meanwhile: its leave schedules the next rebalance.
             }
         }
+    }
+
+    // The contiguous shares of `members` consumers, by position (the first ones one more).
+    std::vector<std::vector<std::size_t>> shares_of(std::size_t members) const
+    {
+        std::vector<std::vector<std::size_t>> shares(members);
+        std::size_t next = 0;
+        for (std::size_t position = 0; position < members; ++position) {
+            const std::size_t share = partitions_ / members + (position < partitions_ % members ? 1 : 0);
+            for (std::size_t i = 0; i < share; ++i) {
+                shares[position].push_back(next++);
+            }
+        }
+        return shares;
     }
 
     const std::size_t partitions_;

@@ -76,8 +76,6 @@ public:
     const boost::asio::any_io_executor& executor() const noexcept override { return core_.executor(); }
     const storage_runner& runner() const noexcept override { return produce_runner_; }
     bool is_closed() const noexcept { return core_.is_closed(); }
-    /// Partition `partition`'s storage, to look at (tests, tools); `partition` < `partition_count()`.
-    const Partition& storage_of(std::size_t partition) const noexcept { return slots_[partition]->storage; }
 
     void close() noexcept override { core_.close(); }
 
@@ -164,27 +162,8 @@ public:
     bool has_group(const std::string& group) override { return core_.has_group(group); }
     bool remove_group(const std::string& group) override { return core_.remove_group(group); }
 
-    void assign_partitions(const std::string& group, std::size_t consumer,
-                           std::span<const std::size_t> partitions) override
-    {
-        core_.assign_partitions(group, consumer, partitions);
-    }
-
-    void revoke_partitions(const std::string& group, std::size_t consumer,
-                           std::span<const std::size_t> partitions) override
-    {
-        core_.revoke_partitions(group, consumer, partitions);
-    }
-
     /// Gives back room that every group has committed past.
     void release_capacity(std::size_t count) noexcept { core_.release_capacity(count); }
-
-    /// Items admitted and not yet committed by every group (bounded topics), for tests and metrics.
-    std::size_t admitted_items() const noexcept
-    {
-        const capacity_gate* gate = core_.gate();
-        return gate != nullptr ? gate->used() : 0;
-    }
 
 private:
     friend class typed_produce_waiter<T, basic_topic>;

@@ -77,11 +77,11 @@ public:
     /// Closes every consumer still alive (the topic closes). Call without holding the group lock.
     void close_all() noexcept;
 
-    /// See `topic::assign_partitions`.
+    /// See `membership_port::assign`.
     void assign(const std::string& topic, const std::string& group, std::size_t consumer,
                 std::span<const std::size_t> partitions);
 
-    /// See `topic::revoke_partitions` and `partition_owners::revoke`.
+    /// See `membership_port::revoke` and `partition_owners::revoke`.
     void revoke(const std::string& topic, const std::string& group, std::size_t consumer,
                 std::span<const std::size_t> partitions);
 

@@ -122,20 +122,6 @@ public:
     virtual bool has_group(const std::string& group) = 0;
     /// See `buffer_queue::remove_group`.
     virtual bool remove_group(const std::string& group) = 0;
-
-    /// Dynamic partition assignment, for a group protocol (a distributed log's rebalance callback,
-    /// on any thread). `consumer` is the index of one of the open consumers of `group`, in the order
-    /// `create_consumers` returned them. `assign_partitions` adds `partitions` to its set: a
-    /// partition another consumer of the group holds is revoked from that one first and handed
-    /// over once it let go (see consumer_groups.hpp); `revoke_partitions` removes them. Both return
-    /// at once (they never wait for a consume) and may be called from any thread, also while the
-    /// consumer's `consume()` runs or waits. Throws `bufferqueue::error`: `errc::invalid_argument`
-    /// for an unknown group, consumer index or partition, `errc::closed` when the topic or that
-    /// consumer is closed. The guarantees are listed at `shared_consumer`.
-    virtual void assign_partitions(const std::string& group, std::size_t consumer,
-                                   std::span<const std::size_t> partitions) = 0;
-    virtual void revoke_partitions(const std::string& group, std::size_t consumer,
-                                   std::span<const std::size_t> partitions) = 0;
 };
 
 }  // namespace bufferqueue::detail

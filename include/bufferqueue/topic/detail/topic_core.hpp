@@ -80,7 +80,8 @@ public:
     /// See `topic::remove_group`.
     bool remove_group(const std::string& group);
 
-    /// See `topic::assign_partitions` and `topic::revoke_partitions`.
+    /// The membership port's calls (see `membership_port::assign`, `membership_port::revoke` and
+    /// `membership_port::partitions_in_use`).
     void assign_partitions(const std::string& group, std::size_t consumer,
                            std::span<const std::size_t> partitions) override;
     void revoke_partitions(const std::string& group, std::size_t consumer,
