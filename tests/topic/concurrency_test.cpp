@@ -29,7 +29,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
-#include <functional>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -218,9 +217,8 @@ private:
 };
 
 /// Consumes until the consumer or queue is closed, committing each batch under manual commit.
-/// `observe` runs for every batch (for sampling), on whatever thread the coroutine runs.
 asio::awaitable<void> consume_until_closed(bq::pull_consumer<stamped>& consumer, delivery_log& log, bool manual,
-                                           all_groups_done& done, std::function<void()> observe = {})
+                                           all_groups_done& done)
 {
     for (;;) {
         boost::system::error_code ec;
@@ -230,9 +228,6 @@ asio::awaitable<void> consume_until_closed(bq::pull_consumer<stamped>& consumer,
             co_return;
         }
         log.record(delivered);
-        if (observe) {
-            observe();
-        }
         if (manual) {
             co_await consumer.commit(asio::redirect_error(asio::use_awaitable, ec));
             if (ec) {
