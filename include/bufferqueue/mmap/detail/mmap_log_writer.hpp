@@ -23,8 +23,8 @@
 namespace bufferqueue::detail {
 
 /// Appends records to a partition's log and publishes them. Appends are serialized by the writer's
-/// mutex, which guards the state of its three parts: the `segment_appender` serializes, checks the
-/// size, rolls over, reserves, encodes and flushes by strategy; under `immediate` the append then
+/// mutex, which guards the state of its three parts: the `segment_appender` checks the size of each
+/// serialized record, rolls over, reserves, encodes and flushes by strategy; under `immediate` the append then
 /// waits in the `group_commit` until a flush covered its records; for a process-shared log
 /// (`share`) the `shared_append` holds the partition's shared append lock (taken after the mutex)
 /// while it writes, rolls over or flushes, adopting what other processes appended and storing its
