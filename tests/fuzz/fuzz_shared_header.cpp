@@ -9,9 +9,9 @@
 // through must keep every position inside the segments. Never a crash, a hang, a write outside the
 // folder.
 #include "bufferqueue/mmap/detail/file.hpp"
-#include "bufferqueue/mmap/detail/mmap_log_writer.hpp"
 #include "bufferqueue/mmap/detail/mmap_segment_file.hpp"
 #include "bufferqueue/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/shared_append.hpp"
 #include "bufferqueue/mmap/detail/shared_topic_header.hpp"
 
 #include "fuzz_support.hpp"

@@ -6,9 +6,9 @@
 
 #include "bufferqueue/detail/type_name.hpp"
 #include "bufferqueue/mmap/detail/file.hpp"
-#include "bufferqueue/mmap/detail/mmap_log_writer.hpp"
 #include "bufferqueue/mmap/detail/mmap_segment_file.hpp"
 #include "bufferqueue/mmap/detail/segment_format.hpp"
+#include "bufferqueue/mmap/detail/shared_append.hpp"
 #include "bufferqueue/mmap/detail/shared_topic_header.hpp"
 #include "bufferqueue/mmap/inspect/folder_verifier.hpp"
 

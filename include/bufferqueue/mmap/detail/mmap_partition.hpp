@@ -1,8 +1,9 @@
 // Internal: the persistent storage partition - memory-mapped segment files of checksummed records,
 // with durable producer, earliest and consumer-group checkpoints. A thin composition of its jobs:
-// mmap_segment_list.hpp (the retained segments), mmap_log_writer.hpp (appends, rollover, flushes),
-// mmap_log_reader.hpp (cursors and pulls), mmap_checkpoint_store.hpp (groups, commits, retention
-// through mmap_retention.hpp) and mmap_recovery.hpp (opening from disk).
+// mmap_segment_list.hpp (the retained segments), mmap_log_writer.hpp (appends, rollover, flushes,
+// group commit, sharing with other processes), mmap_log_reader.hpp (cursors and pulls),
+// mmap_checkpoint_store.hpp (groups, commits, retention through mmap_retention.hpp) and
+// mmap_recovery.hpp (opening from disk).
 #pragma once
 
 #include "bufferqueue/detail/message.hpp"
@@ -232,10 +233,6 @@ public:
     /// Records ever appended to the partition (published ones: under `immediate`, durable ones), also
     /// before a restart. Lock-free.
     std::uint64_t end_items() const noexcept { return writer_.end_items(); }
-
-    /// Records ever appended, published or not (see `mmap_log_writer::appended_items`). Takes the
-    /// writer's mutex.
-    std::uint64_t appended_items() const { return writer_.appended_items(); }
 
     /// The item index of the earliest record still held (after retention, also another process's).
     /// Lock-free.

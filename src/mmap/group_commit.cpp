@@ -1,59 +1,35 @@
-// mmap_log_writer, part two: the group commit of `immediate` appends - waiting until a flush covers
-// a record, leading the flush when none is in flight, gathering followers and settling the waiters
-// (see mmap_log_writer.hpp, "Group commit", and docs/mmap-storage.md). The writing, rollover and
-// publishing are in mmap_log_writer.cpp.
-#include "bufferqueue/mmap/detail/mmap_log_writer.hpp"
+// The group commit of a persistent partition's `immediate` appends (group_commit.hpp): leading a
+// flush when none is in flight, gathering followers (also those of other processes, for a
+// process-shared log) and settling the waiters (see docs/mmap-storage.md, "Group commit").
+#include "bufferqueue/mmap/detail/group_commit.hpp"
 
 #include "bufferqueue/detail/message.hpp"
 
 #include <algorithm>
-#include <cstring>
+#include <optional>
 #include <string>
+#include <utility>
 
 namespace bufferqueue::detail {
 
-// After an msync of the log completed: the flush mark vouches for everything before `flushed_end`
-// (a store into the mapped flush.mark, never synced; see segment_format.hpp), so recovery reports
-// damage there instead of cutting it as a torn tail. No extra system call.
-void mmap_log_writer::mark_flushed(std::uint64_t flushed_end) noexcept
-{
-    if (flush_mark_.data() != nullptr) {
-        const auto mark = make_flush_mark(logical_offset(tail_->index, flushed_end, files_.segment_size));
-        std::memcpy(flush_mark_.data(), mark.data(), mark.size());
-    }
-}
-
-void mmap_log_writer::wait_for_idle_flush(std::unique_lock<std::mutex>& lock)
+void group_commit::wait_for_idle_flush(std::unique_lock<std::mutex>& lock)
 {
     while (flushing_) {
         flush_done_.wait(lock);
     }
 }
 
-// Group commit: waits until a flush settled this append, leading one when none is in flight.
-void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end)
+void group_commit::enlist(durability_waiter& waiter)
 {
-    if (logical_offset(tail_->index, flushed_position_, files_.segment_size) >= end) {
-        return;
-    }
-    durability_waiter self{.end = end};
-    waiters_.push_back(&self);
+    waiters_.push_back(&waiter);
     follower_arrived_.notify_one();
-    while (!self.settled) {
-        if (flushing_) {
-            flush_done_.wait(lock);
-        } else if (segments_.closed()) {
-            // Not reached: close settles every waiter. Kept so a waiter can never touch a closed tail.
-            std::erase(waiters_, &self);
-            throw error(errc::closed,
-                        detail::format_message("{} was closed before the record was flushed", files_.description));
-        } else {
-            lead_flush(lock);
-        }
-    }
-    if (self.failure) {
-        throw error(self.failure->code, self.failure->message);
-    }
+}
+
+void group_commit::withdraw_closed(durability_waiter& waiter)
+{
+    std::erase(waiters_, &waiter);
+    throw error(errc::closed,
+                detail::format_message("{} was closed before the record was flushed", files_.description));
 }
 
 // The leader waits (mutex released) until as many appends wait as the last flush settled or left
@@ -61,7 +37,7 @@ void mmap_log_writer::wait_until_durable(std::unique_lock<std::mutex>& lock, std
 // msync's time (at most max_gather_time). A single producer never waits: it is its own follower.
 // Without this, the producers acknowledged by one flush would miss the next (already started by
 // the first of them back) and alternate between two half-full flushes.
-void mmap_log_writer::gather_followers(std::unique_lock<std::mutex>& lock)
+void group_commit::gather_followers(std::unique_lock<std::mutex>& lock)
 {
     if (waiters_.size() >= expected_followers_) {
         return;
@@ -73,41 +49,24 @@ void mmap_log_writer::gather_followers(std::unique_lock<std::mutex>& lock)
     }
 }
 
-// Flushes everything appended so far with the mutex released, then settles the appends it covered
-// and wakes the others. Nothing else flushes, rolls over or closes while flushing_ is set, so the
-// tail stays the tail (and mapped) throughout.
-void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
+// The leader's msync of `range`, with the mutex released; then the flush is over (the caller settles).
+std::shared_ptr<const flush_failure> group_commit::msync_unlocked(std::unique_lock<std::mutex>& lock,
+                                                                  const flush_range& range) noexcept
 {
-    flushing_ = true;
-    gather_followers(lock);
-    mmap_segment_file& segment = *tail_;
-    const std::uint64_t from = flushed_position_;
-    const std::uint64_t to = tail_position_;
-    const std::uint64_t items = items_;
-    const std::uint64_t flush_end = logical_offset(segment.index, to, files_.segment_size);
-    std::shared_ptr<const flush_failure> failure;
     const auto start = std::chrono::steady_clock::now();
     lock.unlock();
-    failure = flush_tail_range(segment, from, to, flush_end);
+    std::shared_ptr<const flush_failure> failure =
+        flush_tail_range(*range.segment, range.from, range.to, range.flush_end);
     const auto finish = std::chrono::steady_clock::now();
     lock.lock();
     last_flush_time_ = finish - start;
     flushing_ = false;
     retired_segments_.clear();  // released by another process's retention during the msync
-    if (!failure) {
-        try {
-            // Process-shared logs: stores what was flushed, so other processes publish it too.
-            const shared_hold hold(*this);
-            flushed_through(flush_end, items);
-            unflushed_records_ = 0;
-            if (producer_hint_due()) {
-                write_producer_hint();
-            }
-        } catch (...) {
-            // The shared append lock is unusable: this process still publishes its flush.
-            flushed_through(flush_end, items);
-        }
-    }
+    return failure;
+}
+
+void group_commit::finish_flush(std::uint64_t flush_end, const std::shared_ptr<const flush_failure>& failure) noexcept
+{
     expected_followers_ = waiters_.size();
     settle(flush_end, failure);
     flush_done_.notify_all();
@@ -121,13 +80,12 @@ void mmap_log_writer::lead_flush(std::unique_lock<std::mutex>& lock) noexcept
 // next. A leader whose records another process's msync covered returns at once. An msync in flight
 // that does not finish within max_shared_flush_wait (its process may have died) is not waited for
 // any more: the leader takes its claim over. Returns the failure, if any.
-std::shared_ptr<const mmap_log_writer::flush_failure>
-mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from, std::uint64_t to,
-                                  std::uint64_t flush_end) noexcept
+std::shared_ptr<const flush_failure> group_commit::flush_tail_range(mmap_segment_file& segment, std::uint64_t from,
+                                                                    std::uint64_t to, std::uint64_t flush_end) noexcept
 {
     std::uint64_t claimed_end = 0;
-    if (shared_) {
-        const shared_log_slot slot = shared_->slot;
+    if (shared_.active()) {
+        const shared_log_slot slot = shared_.slot();
         process_shared_event done = slot.flush_event();
         std::uint64_t waited_for = 0;  // the target in flight this leader waits for, and since when
         auto since = std::chrono::steady_clock::now();
@@ -168,7 +126,7 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
         failure = current_failure();
     }
     if (claimed_end != 0) {
-        shared_->slot.finish_flush(claimed_end, failure == nullptr);
+        shared_.slot().finish_flush(claimed_end, failure == nullptr);
     }
     return failure;
 }
@@ -179,9 +137,9 @@ mmap_log_writer::flush_tail_range(mmap_segment_file& segment, std::uint64_t from
 // which would otherwise miss this msync and make a half-full one of their own. Writers notify the
 // flush event for each record while it waits. Returns the claimed end, extended to every record
 // written by then in `segment`.
-std::uint64_t mmap_log_writer::gather_other_processes(const mmap_segment_file& segment, std::uint64_t claimed) noexcept
+std::uint64_t group_commit::gather_other_processes(const mmap_segment_file& segment, std::uint64_t claimed) noexcept
 {
-    const shared_log_slot slot = shared_->slot;
+    const shared_log_slot slot = shared_.slot();
     const auto written = [&]() -> std::optional<std::uint64_t> {
         return slot.written_end_in(segment.index, files_.segment_size);
     };
@@ -212,7 +170,7 @@ std::uint64_t mmap_log_writer::gather_other_processes(const mmap_segment_file& s
 
 // The failure of the exception being handled (call inside a catch block). An `error` keeps its code
 // and message; anything else (out of memory) fails the waiting appends with `io_error`.
-std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_failure() noexcept
+std::shared_ptr<const flush_failure> group_commit::current_failure() noexcept
 {
     try {
         try {
@@ -237,7 +195,7 @@ std::shared_ptr<const mmap_log_writer::flush_failure> mmap_log_writer::current_f
 }
 
 // Settles the waiting appends whose records end at or before `flushed_end`.
-void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
+void group_commit::settle(std::uint64_t flushed_end, const std::shared_ptr<const flush_failure>& failure) noexcept
 {
     const std::size_t before = waiters_.size();
     std::erase_if(waiters_, [&](durability_waiter* waiter) {
@@ -250,6 +208,29 @@ void mmap_log_writer::settle(std::uint64_t flushed_end, const std::shared_ptr<co
     });
     if (waiters_.size() != before) {
         flush_done_.notify_all();
+    }
+}
+
+void group_commit::settle_closed() noexcept
+{
+    if (!waiters_.empty()) {  // only when the flush failed before its msync
+        settle(UINT64_MAX, std::make_shared<const flush_failure>(flush_failure{
+                               errc::closed, detail::format_message("{} was closed before the record was flushed",
+                                                                    files_.description)}));
+    }
+}
+
+void group_commit::keep_mapped(std::vector<std::unique_ptr<mmap_segment_file>> released) noexcept
+{
+    if (!flushing_) {
+        return;  // unmapped as `released` goes
+    }
+    for (auto& segment : released) {
+        try {
+            retired_segments_.push_back(std::move(segment));
+        } catch (...) {
+            // Out of memory: the leader's msync of an unmapped range fails with an error, no crash.
+        }
     }
 }
 
