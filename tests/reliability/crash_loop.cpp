@@ -282,7 +282,9 @@ void audit(model& state, const fs::path& directory)
 
 int run(std::size_t cycles, double seconds, const fs::path& root)
 {
-    const fs::path directory = root / "crash-loop";
+    // A folder of this run's own: two runs at once (two checkouts' ctest on one machine) must not
+    // share one and audit each other's records.
+    const fs::path directory = root / ("crash-loop-" + std::to_string(::getpid()));
     fs::remove_all(directory);
     fs::create_directories(directory);
     model state;

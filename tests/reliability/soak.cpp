@@ -195,7 +195,9 @@ void run_round(bq::buffer_queue& queue, topic_run& topic, std::chrono::milliseco
 
 int run(double seconds, const fs::path& root)
 {
-    const fs::path directory = root / "soak";
+    // A folder of this run's own: two runs at once (two checkouts' ctest on one machine) must not
+    // share one and audit each other's records.
+    const fs::path directory = root / ("soak-" + std::to_string(::getpid()));
     fs::remove_all(directory);
     boost::asio::io_context io;
     auto work = boost::asio::make_work_guard(io);
