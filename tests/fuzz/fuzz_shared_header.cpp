@@ -19,10 +19,13 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <limits>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -73,6 +76,24 @@ void require_expected(const bq::error& failure, std::initializer_list<bq::errc> 
     require(std::find(codes.begin(), codes.end(), static_cast<bq::errc>(failure.code().value())) != codes.end(),
             failure.what());
     require(std::string(failure.what()).size() > 0, "an error without a message");
+}
+
+// How check_shared_header refuses `bytes` (its contract): a version 1 header - the magic, then version
+// 1, in a whole header - is `invalid_argument` (a process of an older bufferqueue has the topic open),
+// anything else it does not accept `corrupt_data`.
+void require_refusal(const bq::error& failure, std::span<const std::byte> bytes)
+{
+    constexpr std::array<char, 8> magic = {'B', 'Q', 'S', 'H', 'A', 'R', 'E', '\0'};
+    std::uint32_t version = 0;
+    const bool whole = bytes.size() >= detail::shared_header_layout::header_size;
+    if (whole) {
+        std::memcpy(&version, bytes.data() + magic.size(), sizeof version);
+    }
+    if (whole && std::memcmp(bytes.data(), magic.data(), magic.size()) == 0 && version == 1) {
+        require_expected(failure, {bq::errc::invalid_argument});
+    } else {
+        bq::fuzz::require_corrupt_data(failure);
+    }
 }
 
 // The slots of an opened header: check each state, take and give back each lock, repair partition 0.
@@ -138,7 +159,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     try {
         fields = detail::check_shared_header(header, size, path);
     } catch (const bq::error& failure) {
-        bq::fuzz::require_corrupt_data(failure);
+        require_refusal(failure, header);
     }
     // As a later opener with the options the header holds, or (when it is refused) with some.
     const detail::shared_topic_options options{
@@ -152,7 +173,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
         require(fields.partitions != 0, "a header check_shared_header refuses was opened");
         use_slots(header, fields, folder);
     } catch (const bq::error& failure) {
-        bq::fuzz::require_corrupt_data(failure);
+        require_refusal(failure, header);
     }
     // Nothing was made outside the topic folder.
     for (const auto& entry : fs::directory_iterator(base)) {

@@ -34,8 +34,8 @@ END_MARKER = struct.pack("<I", 0xFFFFFFFF) + struct.pack("<I", crc32c(b"\xff\xff
 ROBUST_SHARED_MUTEX_KIND = 144  # PTHREAD_MUTEX_ROBUST_NORMAL_NP | the process-shared bit
 
 def shared_header(partitions: int, segment_size: int, slots: list, state: int = 1,
-                  serializer: bytes = b"bufferqueue::raw_serializer<int>") -> bytes:
-    head = b"BQSHARE\0" + struct.pack("<IIIIQQQIIII", 2, state, 256, 256, partitions, segment_size, 0, 0, 0, 0,
+                  serializer: bytes = b"bufferqueue::raw_serializer<int>", version: int = 2) -> bytes:
+    head = b"BQSHARE\0" + struct.pack("<IIIIQQQIIII", version, state, 256, 256, partitions, segment_size, 0, 0, 0, 0,
                                        len(serializer))
     head += serializer + b"\0" * (192 - len(serializer))
     assert len(head) == 256
@@ -116,6 +116,8 @@ def main() -> None:
     dead[64 + 40:64 + 48] = struct.pack("<Q", 96)  # the pending end
     write("shared_header", "dead-holder", shared_header(1, 4096, [bytes(dead)]))
     write("shared_header", "not-finished", shared_header(1, 4096, [shared_slot()], state=0))
+    # Made by a process of an older bufferqueue (format version 1): refused with invalid_argument.
+    write("shared_header", "version-1", shared_header(1, 4096, [shared_slot()], version=1))
 
     # Deserializers.
     write("json_deserializer", "order", b'{"id":7,"name":"widget","prices":[1.5,2.25]}')
