@@ -98,7 +98,7 @@ bool ring_reader::scan_marked(untyped_batch& delivered, boost::system::error_cod
 {
     const std::span<const entry> entries = assignment_.current().entries();
     const std::size_t count = entries.size();
-    const auto has_data = [entries](std::size_t index) noexcept {  // the entry's watcher is registered
+    const auto may_wait = [entries](std::size_t index) noexcept {  // the entry's watcher is registered
         return entries[index].storage->prepare_wait(entries[index].cursor);
     };
     std::size_t position = ring_position_;
@@ -116,7 +116,7 @@ bool ring_reader::scan_marked(untyped_batch& delivered, boost::system::error_cod
         const entry& each = entries[index];
         if (!try_pull(each, delivered, error)) {
             ring_position_ = position;
-            ready_->settle(has_data, false);
+            ready_->settle(may_wait, false);
             return false;
         }
         if (delivered.count == 0) {
@@ -124,10 +124,10 @@ bool ring_reader::scan_marked(untyped_batch& delivered, boost::system::error_cod
             continue;
         }
         ring_position_ = position;
-        ready_->settle(has_data, false);
+        ready_->settle(may_wait, false);
         return deliver(each, delivered, error);
     }
-    ready_->settle(has_data, true);
+    ready_->settle(may_wait, true);
     return false;
 }
 

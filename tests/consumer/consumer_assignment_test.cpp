@@ -32,7 +32,6 @@ struct counting_partition final : bq::detail::partition_reader {
         return entries.size();
     }
     std::uint64_t commit(void*, std::uint64_t) override { return 0; }
-    bool has_data(const void*) const noexcept override { return false; }
     bool prepare_wait(const void*) noexcept override { return false; }
     std::optional<bq::unreadable_record> unreadable(const void*) const noexcept override { return {}; }
     std::uint64_t committed_items(const void*) const noexcept override { return 0; }

@@ -66,8 +66,6 @@ public:
     virtual std::uint64_t commit(void* cursor, std::uint64_t next_offset) = 0;
     /// `storage.release_batch(cursor)`.
     virtual void release_batch(void* cursor) noexcept = 0;
-    /// `storage.has_data(cursor)`: never blocks.
-    virtual bool has_data(const void* cursor) const noexcept = 0;
     /// `prepare_wait(storage, cursor)` (storage/partition_waker.hpp): the consumer is about to wait on
     /// the partition (it registered with its signal); returns whether there is something to pull.
     /// Never blocks.

@@ -109,10 +109,6 @@ public:
         return storage.commit(*static_cast<cursor*>(position), next_offset);
     }
     void release_batch(void* position) noexcept override { storage.release_batch(*static_cast<cursor*>(position)); }
-    bool has_data(const void* position) const noexcept override
-    {
-        return storage.has_data(*static_cast<const cursor*>(position));
-    }
     bool prepare_wait(const void* position) noexcept override
     {
         return bufferqueue::prepare_wait(storage, *static_cast<const cursor*>(position));
