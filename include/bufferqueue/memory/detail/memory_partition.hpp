@@ -343,20 +343,6 @@ public:
     /// Producer lanes of this partition (`laned_partition`): 1 to `max_lanes`, fixed at construction.
     std::size_t lane_count() const noexcept { return lane_count_; }
 
-    /// Segments currently allocated (held plus free), for memory accounting in tests.
-    std::size_t allocated_segments() const
-    {
-        std::lock_guard lock(groups_mutex_);
-        std::size_t count = pool_.free_count();
-        for (std::size_t index = 0; index < lane_count_; ++index) {
-            for (memory_segment<T>* segment = lanes_[index].head; segment != nullptr;
-                 segment = segment->next.load(std::memory_order_acquire)) {
-                ++count;
-            }
-        }
-        return count;
-    }
-
 private:
     using lane = memory_lane<T>;
 
@@ -375,7 +361,7 @@ private:
     alignas(64) mutable spin_mutex groups_mutex_;
     std::list<cursor> cursors_;  // guarded by groups_mutex_; stable addresses
 
-    // Thread-safe by its own lock; allocated_segments takes that inside groups_mutex_, nothing the other way.
+    // Thread-safe by its own lock, the innermost: nothing else is locked while it is held.
     memory_segment_pool<T> pool_;
 };
 

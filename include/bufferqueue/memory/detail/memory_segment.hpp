@@ -93,16 +93,9 @@ public:
         delete segment;
     }
 
-    /// Segments kept for reuse, for memory accounting in tests.
-    std::size_t free_count() const
-    {
-        std::lock_guard lock(mutex_);
-        return free_segments_.size();
-    }
-
 private:
     const std::size_t segment_size_;
-    mutable spin_mutex mutex_;
+    spin_mutex mutex_;
     std::vector<memory_segment<T>*> free_segments_;  // guarded by mutex_
 };
 
