@@ -385,6 +385,7 @@ TEST_CASE("memory partition: with many groups, each commit reports exactly what 
         open("group-" + std::to_string(index));
     }
     REQUIRE(append(partition, range(0, static_cast<int>(item_count))) == item_count);
+    CHECK(segments.allocated() == item_count / 8);  // the count sees every segment
 
     std::uint64_t released_total = 0;
     std::uint64_t mismatches = 0;
