@@ -1,7 +1,6 @@
 // Writing records into the tail segment (segment_appender.hpp): appends, rollover, the msyncs of the
-// tail, publishing what consumers may read and the producer.offset hint. Its process-shared part
-// (storing the tail into the slot, taking over the tail other processes moved) is in
-// segment_appender_shared.cpp.
+// tail, publishing what consumers may read and the producer.offset hint, and the tail as it is
+// reported to, and taken over from, a process-shared log's slot (shared_tail.cpp takes it over).
 #include "bufferqueue/mmap/detail/segment_appender.hpp"
 
 #include "bufferqueue/detail/message.hpp"
@@ -75,7 +74,7 @@ std::uint64_t segment_appender::durable_end() const noexcept
     return logical_offset(tail_->index, flushed_position_, files_.segment_size);
 }
 
-void segment_appender::write_record(std::unique_lock<std::mutex>& lock, shared_hold& hold)
+bool segment_appender::write_record()
 {
     const std::uint64_t size = payload_.size();
     const std::uint64_t limit = max_payload_size(record_area());
@@ -88,39 +87,30 @@ void segment_appender::write_record(std::unique_lock<std::mutex>& lock, shared_h
     }
     while (tail_ended_ || !fits(record_area(), tail_position_, size)) {
         if (commit_.flushing()) {
-            // A rollover waits for the leader's msync of the tail (which retention may delete once
-            // it is no longer the tail). Others append meanwhile: keep this record's payload aside
-            // and decide again. The shared append lock is let go meanwhile (the leader takes it to
-            // store what it flushed); taking it again adopts what other processes appended.
-            std::vector<std::byte> record = std::move(payload_);
-            hold.release();
-            commit_.wait_for_idle_flush(lock);
-            payload_ = std::move(record);
-            require_open();
-            hold.acquire();
-            continue;
+            return false;  // a rollover waits for the leader's msync of the tail
         }
         // A segment-end marker is final: once written (even if the rollover then failed, or the
         // process stopped before it), the next record goes to the next segment.
         if (!tail_ended_) {
             reserve(*tail_, tail_position_ + record_header_size);
-            store_shared(tail_position_ + record_header_size);  // what a dead writer may have torn
+            store_tail(tail_position_ + record_header_size);  // what a dead writer may have torn
             encode_segment_end(tail_->region.bytes().subspan(tail_position_));
             tail_ended_ = true;
-            store_shared(tail_position_);
+            store_tail(tail_position_);
         }
         roll_over(tail_position_ + record_header_size);
     }
     const std::uint64_t end = tail_position_ + record_size(size);
     reserve(*tail_, end);
-    store_shared(end);  // what a dead writer may have torn
+    store_tail(end);  // what a dead writer may have torn
     encode_record(tail_->region.bytes().subspan(tail_position_), payload_);
     tail_position_ = end;
     ++items_;
     ++unflushed_records_;
     checkpoint_.count_record();
-    store_shared(tail_position_);
+    store_tail(tail_position_);
     shared_.notify_gathering_leader();
+    return true;
 }
 
 // Records end at least `record_header_size` bytes before the end of a segment, so every segment this
@@ -158,17 +148,8 @@ void segment_appender::roll_over(std::uint64_t flush_end)
     flushed_position_ = segment_header_size;
     tail_ended_ = false;
     publish();  // everything before the new segment is flushed
-    store_shared(tail_position_);
+    store_tail(tail_position_);
     write_producer_hint();
-}
-
-void segment_appender::flush_batch(shared_hold& hold)
-{
-    if (shared_.active()) {
-        flush_batch_shared(hold);
-    } else {
-        flush_locked(false);
-    }
 }
 
 void segment_appender::flush_locked(bool force_checkpoint)
@@ -209,7 +190,7 @@ void segment_appender::flushed_tail(std::uint64_t position, std::uint64_t items)
         flushed_items_ = items;
         mark_flushed(position);
         publish();
-        store_shared(tail_position_);
+        store_tail(tail_position_);
     }
 }
 
@@ -233,18 +214,65 @@ group_commit::flush_range segment_appender::unflushed() noexcept
             .flush_end = logical_offset(tail_->index, tail_position_, files_.segment_size)};
 }
 
-void segment_appender::leader_flushed(const group_commit::flush_range& range) noexcept
+group_commit::flush_range segment_appender::take_unflushed() noexcept
 {
-    try {
-        // Process-shared logs: stores what was flushed, so other processes publish it too.
-        const shared_hold hold(*this);
-        flushed_through(range.flush_end, range.items);
-        unflushed_records_ = 0;
-        write_producer_hint_if_due();
-    } catch (...) {
-        // The shared append lock is unusable: this process still publishes its flush.
-        flushed_through(range.flush_end, range.items);
+    unflushed_records_ = 0;
+    return unflushed();
+}
+
+void segment_appender::flushed(const group_commit::flush_range& range) noexcept
+{
+    flushed_through(range.flush_end, range.items);
+    unflushed_records_ = 0;
+    write_producer_hint_if_due();
+}
+
+void segment_appender::publish_flushed(const group_commit::flush_range& range) noexcept
+{
+    flushed_through(range.flush_end, range.items);
+}
+
+shared_log_state segment_appender::tail_state(std::uint64_t pending_end) const noexcept
+{
+    return {.tail_segment = tail_->index,
+            .tail_position = tail_position_,
+            .tail_first_item = tail_->first_item,
+            .items = items_,
+            .tail_ended = tail_ended_ ? 1U : 0U,
+            .pending_end = pending_end,
+            .flushed_end = logical_offset(tail_->index, flushed_position_, files_.segment_size),
+            .flushed_items = flushed_items_,
+            .published_end = published_end(),
+            .published_items = end_items()};
+}
+
+void segment_appender::store_tail(std::uint64_t pending_end) noexcept
+{
+    if (shared_.active() && tail_ != nullptr) {
+        shared_.store(tail_state(pending_end));
     }
+}
+
+void segment_appender::take_over(const shared_log_state& state, bool rolled_over) noexcept
+{
+    if (rolled_over) {
+        flushed_position_ = segment_header_size;
+        flushed_items_ = state.tail_first_item;
+    }
+    tail_position_ = state.tail_position;
+    items_ = state.items;
+    tail_ended_ = state.tail_ended != 0;
+    const segment_position flushed = split_offset(state.flushed_end, files_.segment_size);
+    if (flushed.segment_index == tail_->index && flushed.position > flushed_position_) {
+        flushed_position_ = flushed.position;
+        flushed_items_ = state.flushed_items;
+    }
+}
+
+void segment_appender::publish_at(const shared_log_state& state) noexcept
+{
+    published_items_.store(state.published_items, std::memory_order_release);
+    published_end_.store(state.published_end, std::memory_order_release);
 }
 
 // After an msync of the log completed: the flush mark vouches for everything before `flushed_end`

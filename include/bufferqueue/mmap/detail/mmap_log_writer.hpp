@@ -1,8 +1,9 @@
 // Internal: the writer of a persistent partition's log - a thin composition of its jobs under one
 // mutex: segment_appender.hpp (appending into the tail segment, rollover, flushes, publishing,
 // producer.offset), group_commit.hpp (batching the msyncs of `immediate` appends and acknowledging
-// them) and shared_append.hpp (the append lock and slot of a process-shared log). See
-// docs/mmap-storage.md, "Writing", "Flushing" and "Group commit".
+// them), and for a process-shared log shared_append.hpp (the append lock and slot) and
+// shared_tail.hpp (taking over the tail other processes moved). See docs/mmap-storage.md,
+// "Writing", "Flushing", "Group commit" and "Process-shared topics".
 #pragma once
 
 #include "bufferqueue/error.hpp"
@@ -12,6 +13,7 @@
 #include "bufferqueue/mmap/detail/mmap_segment_list.hpp"
 #include "bufferqueue/mmap/detail/segment_appender.hpp"
 #include "bufferqueue/mmap/detail/shared_append.hpp"
+#include "bufferqueue/mmap/detail/shared_tail.hpp"
 #include "bufferqueue/options.hpp"
 
 #include <cstddef>
@@ -23,14 +25,14 @@
 namespace bufferqueue::detail {
 
 /// Appends records to a partition's log and publishes them. Appends are serialized by the writer's
-/// mutex, which guards the state of its three parts: the `segment_appender` checks the size of each
-/// serialized record, rolls over, reserves, encodes and flushes by strategy; under `immediate` the append then
-/// waits in the `group_commit` until a flush covered its records; for a process-shared log
-/// (`share`) the `shared_append` holds the partition's shared append lock (taken after the mutex)
-/// while it writes, rolls over or flushes, adopting what other processes appended and storing its
-/// own back after every record. `published_end()` and `end_items()` are lock-free. Lock order: the
-/// writer's mutex, then the shared append lock (then the checkpoint store's groups mutex, then the
-/// segment list's).
+/// mutex, which guards the state of its parts: the `segment_appender` checks the size of each
+/// serialized record, rolls over, reserves, encodes and flushes by strategy; under `immediate` the
+/// append then waits in the `group_commit` until a flush covered its records; for a process-shared
+/// log (`share`) the partition's shared append lock (`shared_append`, taken after the mutex) is held
+/// while it writes, rolls over or flushes (`shared_tail::hold`, adopting what other processes
+/// appended), and the appender stores its tail into the slot around every record.
+/// `published_end()` and `end_items()` are lock-free. Lock order: the writer's mutex, then the
+/// shared append lock (then the checkpoint store's groups mutex, then the segment list's).
 ///
 /// Thread-safety: as each member says. Allocation: the appender's reused payload buffer, a
 /// rollover's new segment, a failure's message. Completion: synchronous; `append` blocks (never call
@@ -94,7 +96,7 @@ public:
     decltype(auto) with_append_lock(Work&& work)
     {
         std::unique_lock lock(mutex_);
-        const shared_hold hold(appender_);
+        const shared_hold hold(tail_);
         return std::forward<Work>(work)();
     }
 
@@ -109,7 +111,7 @@ public:
         if (commit_.flushing()) {
             return false;
         }
-        const shared_hold hold(appender_);
+        const shared_hold hold(tail_);
         std::forward<Work>(work)();
         return true;
     }
@@ -129,16 +131,18 @@ public:
     {
         std::unique_lock lock(mutex_);
         appender_.require_open();
-        shared_hold hold(appender_);
+        shared_hold hold(tail_);
         std::vector<std::byte>& payload = appender_.payload();
         try {
             while (appended < count) {
                 payload.clear();
                 serialize(appended, payload);
-                appender_.write_record(lock, hold);
+                while (!appender_.write_record()) {
+                    wait_for_rollover(lock, hold);
+                }
                 ++appended;
                 if (appender_.batch_flush_due()) {
-                    appender_.flush_batch(hold);
+                    tail_.flush_batch(hold);
                 }
             }
         } catch (...) {
@@ -179,15 +183,18 @@ public:
     std::uint64_t end_items() const noexcept { return appender_.end_items(); }
 
 private:
-    using shared_hold = segment_appender::shared_hold;
+    using shared_hold = shared_tail::hold;
 
+    void wait_for_rollover(std::unique_lock<std::mutex>& lock, shared_hold& hold);
     void wait_until_durable(std::unique_lock<std::mutex>& lock, std::uint64_t end);
+    void leader_flushed(const group_commit::flush_range& range) noexcept;
 
     const bool immediate_;      // flush_strategy::immediate: appends wait in the group commit
-    mutable std::mutex mutex_;  // guards the state of the three parts below
+    mutable std::mutex mutex_;  // guards the state of the parts below
     shared_append shared_;
     group_commit commit_;
     segment_appender appender_;
+    shared_tail tail_;
 };
 
 }  // namespace bufferqueue::detail

@@ -1,7 +1,7 @@
 // Internal: writes records into the tail segment of a persistent partition's log - size check,
 // disk reservation, encoding, rollover to a new segment, msyncs of the tail (flush.mark), what
 // consumers may read, and the producer.offset recovery hint (see docs/mmap-storage.md, "Writing" and
-// "Flushing"); for a process-shared log also taking over the tail other processes moved.
+// "Flushing"). What only a process-shared log needs is shared_tail.hpp's and shared_append.hpp's.
 #pragma once
 
 #include "bufferqueue/mmap/detail/file.hpp"
@@ -15,7 +15,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -27,15 +26,18 @@ namespace bufferqueue::detail {
 /// SIGBUS) and encodes. It counts the records it appends, so `end_items()` is the item index of the
 /// next published record (recovered at open). Under `batch` what it appends is published at once;
 /// under `immediate` a record is published only once an msync made it durable (the group commit's
-/// leader, or a flush of its own). Its msyncs settle the group commit's waiters they cover. For a
-/// process-shared log it stores its tail into the slot (`shared_append`) around every record and
-/// adopts the tail other processes moved when it takes the append lock (`shared_hold`).
+/// leader, or a flush of its own). Its msyncs settle the group commit's waiters they cover. It knows
+/// one writer's view of the tail: for a process-shared log it reports its tail to the slot
+/// (`shared_append::store`, one branch when the log is not shared) around every record, rollover
+/// and flush, and `shared_tail` moves it onto the tail other processes moved (`follow_last_segment`,
+/// `take_over`) when it takes the append lock.
 ///
 /// Thread-safety: part of `mmap_log_writer`; every member is called holding the writer's mutex
-/// (which guards every field) unless its comment says otherwise; `published_end()` and
-/// `end_items()` are lock-free. Allocation: the reused payload buffer grows to the largest record;
-/// a rollover maps a new segment. Completion: every call is synchronous and may block on the disk.
-/// Errors: as each member says.
+/// (which guards every field) - and for a process-shared log the append lock, where a member says
+/// so - unless its comment says otherwise; `published_end()` and `end_items()` are lock-free.
+/// Allocation: the reused payload buffer grows to the largest record; a rollover maps a new
+/// segment. Completion: every call is synchronous and may block on the disk. Errors: as each
+/// member says.
 class segment_appender {
 public:
     /// The chunk of disk blocks reserved at a time (also when recovery creates a segment).
@@ -55,60 +57,25 @@ public:
     segment_appender(const segment_appender&) = delete;
     segment_appender& operator=(const segment_appender&) = delete;
 
-    /// Holds the shared append lock of a process-shared log (nothing otherwise) while it lives,
-    /// having adopted the tail other processes moved when it took it; stores this appender's tail
-    /// back, unlocks and wakes the other processes' watchers when released. Used under the writer's
-    /// mutex. `acquire` throws what `shared_append::lock` and the adoption throw (`corrupt_data`,
-    /// `io_error`, `timed_out`); once the partition closed it takes nothing.
-    class shared_hold {
-    public:
-        explicit shared_hold(segment_appender& appender) : appender_(appender) { acquire(); }
-        ~shared_hold() { release(); }
-        shared_hold(const shared_hold&) = delete;
-        shared_hold& operator=(const shared_hold&) = delete;
-
-        void acquire()
-        {
-            // Once closed there is no tail to adopt: the caller's own checks report `closed`.
-            if (appender_.shared_.active() && !held_ && !appender_.segments_.closed()) {
-                appender_.lock_shared();
-                held_ = true;
-            }
-        }
-
-        void release() noexcept
-        {
-            if (held_) {
-                held_ = false;
-                appender_.unlock_shared();
-            }
-        }
-
-    private:
-        segment_appender& appender_;
-        bool held_ = false;
-    };
-
     /// Throws `closed` once the partition closed.
     void require_open() const;
 
     /// The reused buffer `write_record` writes a record of; cleared and filled by the caller.
     std::vector<std::byte>& payload() noexcept { return payload_; }
 
-    /// Writes `payload()` as the next record, rolling over first when it does not fit (waiting, with
-    /// `lock` and `hold` let go meanwhile, for a group-commit flush in flight). Throws `invalid_argument`
-    /// for a payload that cannot fit in a segment, `closed`, `io_error` (then nothing half-done stays).
-    void write_record(std::unique_lock<std::mutex>& lock, shared_hold& hold);
+    /// Writes `payload()` as the next record, rolling over first when it does not fit; returns true.
+    /// Returns false, having written nothing, when the record needs a rollover while a group-commit
+    /// leader msyncs the tail (which retention may delete once it is no longer the tail): the caller
+    /// waits for it (`group_commit::wait_for_idle_flush`, keeping `payload()` aside meanwhile) and
+    /// calls again. Throws `invalid_argument` for a payload that cannot fit in a segment, `io_error`
+    /// (then nothing half-done stays).
+    bool write_record();
 
     /// Under `batch`: whether `flush_batch_size` records wait for their flush.
     bool batch_flush_due() const noexcept
     {
         return settings_.flush == flush_strategy::batch && unflushed_records_ >= settings_.flush_batch_size;
     }
-
-    /// The `batch` flush of the pending records (for a shared log with `hold` let go during the msync).
-    /// Throws `io_error`.
-    void flush_batch(shared_hold& hold);
 
     /// Flushes the tail's pending bytes (one msync, then the flush mark); writes producer.offset when
     /// `force_checkpoint` (a failure throws) or due (best effort). Throws `io_error`. No leader in flight.
@@ -125,21 +92,47 @@ public:
     std::uint64_t written_end() const noexcept;
     std::uint64_t durable_end() const noexcept;
 
-    /// What a group-commit leader msyncs: the tail's bytes written since its last flush.
+    /// What an msync without the writer's mutex (a group-commit leader's) or without the append lock
+    /// (a process-shared log's `batch` flush) covers: the tail's bytes written since its last flush.
     group_commit::flush_range unflushed() noexcept;
 
-    /// A group-commit leader's msync of `range` succeeded: publishes it (unless another process's
-    /// rollover covered it already) and writes the producer.offset hint when due; a process-shared
-    /// log stores it under the append lock, so other processes publish it too (when the lock is
-    /// unusable, this process still publishes it). Never throws.
-    void leader_flushed(const group_commit::flush_range& range) noexcept;
+    /// As `unflushed`, for a `batch` flush, which it counts as done (`batch_flush_due` is false
+    /// until `flush_batch_size` more records were appended, whether the msync succeeds or not).
+    group_commit::flush_range take_unflushed() noexcept;
 
-    /// The first process to open a process-shared topic: writes the slot from this appender's state
-    /// and `retained_from`. Throws what taking the append lock throws.
-    void initialize_shared(log_position retained_from);
+    /// An msync of `range` (`unflushed()`) that ran without the writer's mutex or the append lock
+    /// succeeded: publishes it (unless another process's rollover covered it already) and writes the
+    /// producer.offset hint when due; for a process-shared log stores it into the slot (call holding
+    /// the append lock, so other processes publish it too). Never throws.
+    void flushed(const group_commit::flush_range& range) noexcept;
 
-    /// Publishes what `state`, the slot's, says was published (by every process). Never throws.
-    void publish_shared(const shared_log_state& state) noexcept;
+    /// As `flushed`, publishing only: for a process-shared log whose append lock is unusable (this
+    /// process still publishes its flush). Never throws.
+    void publish_flushed(const group_commit::flush_range& range) noexcept;
+
+    /// This appender's tail as the slot of a process-shared log stores it, with nothing pending.
+    shared_log_state tail_state() const noexcept { return tail_state(tail_position_); }
+
+    /// Process-shared logs: stores this appender's tail into the slot (holding the append lock).
+    /// Without sharing, or once closed: nothing. Never throws.
+    void store_tail() noexcept { store_tail(tail_position_); }
+
+    /// The index of the tail segment. Never throws.
+    std::uint64_t tail_index() const noexcept { return tail_->index; }
+
+    /// The segment list's last segment is the tail from now on: another process's rollover mapped
+    /// it, or the list restarted at it (`shared_tail`). Where the next record goes in it is
+    /// `take_over`'s. Never throws.
+    void follow_last_segment() noexcept { tail_ = &segments_.last(); }
+
+    /// Continues from the tail `state` describes (another process's appends, rollovers and flushes,
+    /// the slot's; `state.tail_segment` is `tail_index()`), `rolled_over` when the tail moved to a
+    /// later segment since this appender last wrote (nothing in it was flushed by this process).
+    /// Publishes nothing. Never throws.
+    void take_over(const shared_log_state& state, bool rolled_over) noexcept;
+
+    /// Publishes the published end and item count of `state` (the slot's, every process's). Never throws.
+    void publish_at(const shared_log_state& state) noexcept;
 
     /// Closes the segments and unmaps flush.mark. Never throws.
     void close() noexcept;
@@ -165,15 +158,10 @@ private:
     std::uint64_t checkpoint_offset() const noexcept;
     void write_producer_hint() noexcept;
     void write_producer_hint_if_due() noexcept;
-    // Process-shared logs (segment_appender_shared.cpp).
-    shared_log_state shared_state(std::uint64_t pending_end) const noexcept;
-    void store_shared(std::uint64_t pending_end) noexcept;
-    void flush_batch_shared(shared_hold& hold);
-    void lock_shared();
-    void unlock_shared() noexcept;
-    void adopt(const shared_log_state& state);
-    void adopt_retained_from(log_position start);
-    void map_segments_up_to(std::uint64_t index, std::uint64_t tail_first_item);
+    // The tail as a process-shared log's slot stores it; `pending_end` is where the record being
+    // written ends (what a writer that dies now may leave torn).
+    shared_log_state tail_state(std::uint64_t pending_end) const noexcept;
+    void store_tail(std::uint64_t pending_end) noexcept;
 
     const mmap_partition_files& files_;
     const settings settings_;
