@@ -69,6 +69,39 @@ TEMPLATE_LIST_TEST_CASE("conformance: round-robin routing advances one partition
     CHECK(sizes == std::vector<std::size_t>{6, 6, 6, 5});
 }
 
+TEMPLATE_LIST_TEST_CASE("conformance: a long batch spanning several segments goes one partition per item and keeps "
+                        "its order in each partition",
+                        "[conformance][routing]", conformance_backends)
+{
+    BUFFERQUEUE_CONFORMANCE_BACKEND();
+    constexpr std::size_t partitions = 3;
+    constexpr int count = 5000;  // memory's default segment holds 1,024 items: several per partition
+    TestType backend;
+    asio::io_context io;
+    bq::buffer_queue queue{io.get_executor()};
+    backend.add_topic(queue, conformance_topic<int>{.name = "long", .partitions = partitions});
+    auto consumers = queue.create_pull_consumers<int>(manual("long", "g"), group_size<TestType>(partitions));
+    auto producer = queue.producer<int>("long");
+
+    REQUIRE(producer.try_produce(0));  // the batch starts at the second partition of the rotation
+    REQUIRE(producer.try_produce(range(1, count)));
+
+    const auto by_partition = collect(consumers, io, count);
+    std::map<int, std::size_t> partition_of;
+    for (const auto& [partition, items] : by_partition) {
+        CHECK(std::is_sorted(items.begin(), items.end()));
+        for (const int item : items) {
+            partition_of[item] = partition;
+        }
+    }
+    REQUIRE(partition_of.size() == static_cast<std::size_t>(count));
+    const std::size_t start = partition_of.at(0);
+    for (int item = 0; item < count; ++item) {
+        INFO("item " << item);
+        REQUIRE(partition_of.at(item) == (start + static_cast<std::size_t>(item)) % partitions);
+    }
+}
+
 TEMPLATE_LIST_TEST_CASE("conformance: items given up as rvalues are stored like copies, round-robin and in order",
                         "[conformance][routing]", conformance_backends)
 {

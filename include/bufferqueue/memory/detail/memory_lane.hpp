@@ -83,12 +83,14 @@ struct memory_lane {
     }
 
     /// Appends `source` from item `appended` on, counting `appended` up as items are constructed;
-    /// the caller owns the lane (its own lane, or `append_mutex` held). When a copy throws, the
-    /// constructed prefix is published and the exception propagates. A full tail rolls over to a
-    /// segment from `pool`; the lane's first segment is passed to `on_first_segment(*this,
-    /// segment)`, which must set `head` (under the partition's groups lock), store `first` and mark
-    /// the lane used before the items in it are published. `OnFirstSegment` is taken by value: a
-    /// small function object (the partition passes one capturing only itself).
+    /// the caller owns the lane (its own lane, or `append_mutex` held). Publishes each segment it
+    /// fills as it rolls over to the next, and the rest at the end, so a long append is readable
+    /// segment by segment. When a copy throws, the constructed prefix is published and the
+    /// exception propagates. A full tail rolls over to a segment from `pool`; the lane's first
+    /// segment is passed to `on_first_segment(*this, segment)`, which must set `head` (under the
+    /// partition's groups lock), store `first` and mark the lane used before the items in it are
+    /// published. `OnFirstSegment` is taken by value: a small function object (the partition
+    /// passes one capturing only itself).
     template <class OnFirstSegment>
     void append(const item_source<T>& source, std::size_t& appended, memory_segment_pool<T>& pool,
                 OnFirstSegment on_first_segment)
@@ -97,6 +99,11 @@ struct memory_lane {
         try {
             while (appended < source.count) {
                 if (tail == nullptr || end == tail->end()) {
+                    if (tail != nullptr) {
+                        // The full tail, before the next segment is linked: a consumer already
+                        // running reads it while the rest of a long append is still being stored.
+                        published_end.store(end, std::memory_order_release);
+                    }
                     roll_over(pool, on_first_segment);
                 }
                 memory_segment<T>* filled = tail;

@@ -32,8 +32,10 @@ std::size_t producer_lanes_of(const std::vector<std::unique_ptr<partition_slot<P
 /// Routes admitted items to a topic's partitions and appends them, waking each partition's
 /// consumers after its append. Routing is per item: round-robin advances once per item (also
 /// inside a batch), key routing sends each item to the partition the caller computed for it, in
-/// input order. The producer lane is computed here, once per produce (see `producer_lane_of`), and
-/// handed to the partitions as `item_source::lane`; every lane has its own round-robin position.
+/// input order; a long round-robin batch on memory storage goes in two passes (see
+/// `append_round_robin`). The producer lane is computed here, once per produce (see
+/// `producer_lane_of`), and handed to the partitions as `item_source::lane`; every lane has its
+/// own round-robin position.
 /// Thread-safe; the slots must outlive the router.
 template <class T, class Partition>
 class topic_router {
@@ -130,16 +132,46 @@ private:
                       stored, acknowledgements);
             return;
         }
+        // A long batch on storage with cheap appends (memory's lanes) goes in two passes: the
+        // first `lead_items` of every partition's share, each partition woken at once, then the
+        // rest. The consumers parked on the later partitions start while the producer still
+        // stores, instead of after every earlier partition's share (the lanes publish each segment
+        // they fill, so a consumer already running keeps reading during the second pass).
+        if constexpr (laned_partition<Partition>) {
+            if (partitions > 1 && items.size() >= partitions * 4 * lead_items) {
+                append_pass(items, first, 0, lead_items, stored, lane, movable, acknowledgements);
+                append_pass(items, first, lead_items, items.size(), stored, lane, movable, acknowledgements);
+                return;
+            }
+        }
+        append_pass(items, first, 0, items.size(), stored, lane, movable, acknowledgements);
+    }
+
+    // Items per partition of a long round-robin batch stored in its first pass.
+    static constexpr std::size_t lead_items = 64;
+
+    // Appends to each partition of a round-robin batch starting at partition `first` its share's
+    // items `skip` to `skip + limit` (fewer where its share ends).
+    void append_pass(std::span<const T> items, std::uint64_t first, std::size_t skip, std::size_t limit,
+                     std::size_t& stored, std::size_t lane, bool movable, acknowledged_produce<T>* acknowledgements)
+    {
         // Each thread visits the partitions of its batch from its own starting point, so concurrent
         // batches fill different partitions at once instead of queueing on the same lock in turn.
+        const std::size_t partitions = slots_.size();
         const std::size_t touched = std::min(partitions, items.size());
         const std::size_t start = producer_thread_number() % touched;
         for (std::size_t visit = 0; visit < touched; ++visit) {
             const std::size_t step = (start + visit) % touched;
             const auto partition = static_cast<std::size_t>((first + step) % partitions);
-            const std::size_t count = (items.size() - step + partitions - 1) / partitions;
-            append_to(partition, item_source<T>{items.data() + step, count, partitions, nullptr, lane, movable}, stored,
-                      acknowledgements);
+            const std::size_t share = (items.size() - step + partitions - 1) / partitions;
+            if (share <= skip) {
+                continue;
+            }
+            const std::size_t count = std::min(limit, share - skip);
+            append_to(
+                partition,
+                item_source<T>{items.data() + step + skip * partitions, count, partitions, nullptr, lane, movable},
+                stored, acknowledgements);
         }
     }
 
