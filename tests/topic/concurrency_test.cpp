@@ -756,7 +756,9 @@ TEST_CASE("concurrency: batch produce from many threads runs concurrently with c
     threads.emplace_back([&io_consumers] { io_consumers.run(); });
     threads.emplace_back([&io_consumers] { io_consumers.run(); });
 
-    // Every producer thread produces spans of 1..40 items, alternating try_produce and co_await produce.
+    // Every producer thread produces spans of 1..40 items, and now and then a long one (1,280 to
+    // 1,679: the router's two passes, each partition's lane publishing segment by segment while the
+    // consumers read), alternating try_produce and co_await produce.
     std::atomic<std::size_t> produce_errors{0};
     std::vector<std::thread> producers;
     for (std::uint32_t id = 0; id < producer_count; ++id) {
@@ -770,7 +772,8 @@ TEST_CASE("concurrency: batch produce from many threads runs concurrently with c
                     std::vector<stamped> chunk;
                     bool awaited = false;
                     for (std::uint32_t seq = 0; seq < per_producer;) {
-                        const std::uint32_t length = std::min<std::uint32_t>(random() % 40 + 1, per_producer - seq);
+                        const std::uint32_t wanted = random() % 16 == 0 ? 1280 + random() % 400 : random() % 40 + 1;
+                        const std::uint32_t length = std::min<std::uint32_t>(wanted, per_producer - seq);
                         chunk.clear();
                         for (std::uint32_t i = 0; i < length; ++i) {
                             chunk.push_back({id, seq + i});
