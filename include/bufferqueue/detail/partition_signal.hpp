@@ -53,6 +53,10 @@ public:
         }
     }
 
+    /// Whether anything was registered at the last look: a hint (relaxed, no fence) for a producer
+    /// choosing how to store a long batch, never a substitute for `notify`. Lock-free.
+    bool has_waiters() const noexcept { return waiting_.load(std::memory_order_relaxed) != 0; }
+
     /// Appends the parked consumes registered now to `out` (statistics: a consumer waiting on
     /// several partitions is registered with each; watchers are left out). Takes the signal's lock
     /// briefly; allocates into `out`.

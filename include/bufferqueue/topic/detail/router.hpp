@@ -132,13 +132,15 @@ private:
                       stored, acknowledgements);
             return;
         }
-        // A long batch on storage with cheap appends (memory's lanes) goes in two passes: the
-        // first `lead_items` of every partition's share, each partition woken at once, then the
-        // rest. The consumers parked on the later partitions start while the producer still
-        // stores, instead of after every earlier partition's share (the lanes publish each segment
-        // they fill, so a consumer already running keeps reading during the second pass).
+        // A long batch on storage with cheap appends (memory's lanes) goes in two passes when a
+        // consumer waits on one of the partitions: the first `lead_items` of every partition's
+        // share, each partition woken at once, then the rest. The consumers parked on the later
+        // partitions start while the producer still stores, instead of after every earlier
+        // partition's share (the lanes publish each segment they fill, so a consumer already
+        // running keeps reading during the second pass). With nobody waiting the second visit of
+        // every partition would only cost the producer (batch produce 7-33% slower in an A/B).
         if constexpr (laned_partition<Partition>) {
-            if (partitions > 1 && items.size() >= partitions * 4 * lead_items) {
+            if (partitions > 1 && items.size() >= partitions * 4 * lead_items && anyone_waiting()) {
                 append_pass(items, first, 0, lead_items, stored, lane, movable, acknowledgements);
                 append_pass(items, first, lead_items, items.size(), stored, lane, movable, acknowledgements);
                 return;
@@ -149,6 +151,13 @@ private:
 
     // Items per partition of a long round-robin batch stored in its first pass.
     static constexpr std::size_t lead_items = 64;
+
+    // Whether a consumer (or a ready set's watcher) waits on any partition now: a hint, read
+    // relaxed; only how a long batch is stored depends on it, every append still notifies.
+    bool anyone_waiting() const noexcept
+    {
+        return std::any_of(slots_.begin(), slots_.end(), [](const auto& slot) { return slot->signal.has_waiters(); });
+    }
 
     // Appends to each partition of a round-robin batch starting at partition `first` its share's
     // items `skip` to `skip + limit` (fewer where its share ends).
